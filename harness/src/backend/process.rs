@@ -1,0 +1,139 @@
+//! Redis as a child process on a free loopback port, for machines without Docker.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::process::{Child, Command};
+
+use super::image::{LocalRedis, local_redis};
+use super::{Backend, ServerHandle, wait_ready};
+use crate::error::SetupError;
+use crate::history::ServerRole;
+
+/// Directory of pid files naming the servers a harness process started; `clean` reads it.
+pub fn pid_dir() -> PathBuf {
+    std::env::temp_dir().join("limiter-harness-processes")
+}
+
+/// Starts `redis-server` processes in temporary directories.
+#[derive(Debug)]
+pub struct ProcessBackend {
+    redis: LocalRedis,
+}
+
+impl ProcessBackend {
+    pub fn new(binary: &Path) -> Result<Self, SetupError> {
+        Ok(Self {
+            redis: local_redis(binary)?,
+        })
+    }
+
+    async fn try_start(&self, port: u16, dir: &Path) -> Result<Child, String> {
+        let log = std::fs::File::create(dir.join("redis.log")).map_err(|e| e.to_string())?;
+        Command::new(&self.redis.binary)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(dir)
+            .args(["--daemonize", "no"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("spawning {}: {e}", self.redis.binary.display()))
+    }
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+#[async_trait]
+impl Backend for ProcessBackend {
+    fn name(&self) -> &'static str {
+        "process"
+    }
+
+    fn owns_servers(&self) -> bool {
+        true
+    }
+
+    fn reproduce_flags(&self) -> String {
+        "--backend process".into()
+    }
+
+    async fn start(&self, _role: ServerRole, run_id: &str) -> Result<Box<dyn ServerHandle>, SetupError> {
+        let fail = |reason: String| SetupError::ServerStart {
+            backend: "process".into(),
+            reason,
+        };
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("limiter-harness-{run_id}-"))
+            .tempdir()
+            .map_err(|e| fail(e.to_string()))?;
+        let mut last_error = String::new();
+        for _attempt in 0..5 {
+            let port = free_port().map_err(&fail)?;
+            let mut child = self.try_start(port, dir.path()).await.map_err(&fail)?;
+            let url = format!("redis://127.0.0.1:{port}");
+            match wait_ready(&url, Duration::from_secs(5)).await {
+                Ok(()) => {
+                    let pid = child.id().unwrap_or_default();
+                    let pid_file = pid_dir().join(pid.to_string());
+                    let _ = std::fs::create_dir_all(pid_dir());
+                    let _ = std::fs::write(&pid_file, format!("{}\n{run_id}\n", self.redis.binary.display()));
+                    return Ok(Box::new(ProcessHandle {
+                        child,
+                        url,
+                        pid,
+                        pid_file,
+                        _dir: dir,
+                    }));
+                }
+                Err(e) => {
+                    let _ = child.kill().await;
+                    let log = std::fs::read_to_string(dir.path().join("redis.log")).unwrap_or_default();
+                    last_error = format!("{e}; server log: {}", log.lines().last().unwrap_or("(empty)"));
+                }
+            }
+        }
+        Err(fail(last_error))
+    }
+}
+
+struct ProcessHandle {
+    child: Child,
+    url: String,
+    pid: u32,
+    pid_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+#[async_trait]
+impl ServerHandle for ProcessHandle {
+    fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn describe(&self) -> String {
+        format!("process {} ({})", self.pid, self.url)
+    }
+
+    async fn stop(mut self: Box<Self>) -> Result<(), String> {
+        let result = self.child.kill().await.map_err(|e| e.to_string());
+        let _ = std::fs::remove_file(&self.pid_file);
+        result
+    }
+}

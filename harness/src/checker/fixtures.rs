@@ -1,0 +1,1 @@
+//! Hand-written histories for the checkers' unit tests.

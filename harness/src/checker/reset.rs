@@ -1,0 +1,178 @@
+//! `no-counter-reset`: a counter never disappears or drops while its window is live.
+//!
+//! Two kinds of evidence: every `evicted` notification for a limiter key whose window was
+//! still live is a reset; and every drop in the counts the limiter saw (a request that
+//! started after another finished saw a lower count) must be explained by the key's
+//! expiry. A drop with a DEL, or with no notification at all, is a reset by something else.
+
+use super::{Anomaly, CheckInput, CheckResult, Verdict, ms};
+use crate::history::{HistoryIndex, Request};
+use crate::scenario::Invariant;
+
+/// Keyspace notifications arrive on their own connection: how late one may be seen after
+/// the reply to the request that triggered it.
+const NOTIFY_DELAY_US: u64 = 50_000;
+/// Slack on a key's deadline (server and harness clocks, expiry cycles).
+const DEADLINE_SLACK_US: u64 = 20_000;
+
+pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
+    let history = input.history;
+    let mut anomalies = Vec::new();
+    let mut notes = Vec::new();
+    let mut stale_evictions = 0usize;
+    for (key, events) in &history.keyspace {
+        for &(t_us, _) in events.iter().filter(|(_, e)| e == "evicted") {
+            if window_over(history, key, t_us) {
+                stale_evictions += 1;
+            } else {
+                anomalies.push(eviction(history, key, t_us));
+            }
+        }
+    }
+    let mut drops = Drops::default();
+    for key in history.by_key.keys() {
+        find_drops(history, key, &mut drops, &mut anomalies);
+    }
+    if stale_evictions > 0 {
+        notes.push(format!(
+            "{stale_evictions} eviction(s) of keys whose window had already ended (not resets)"
+        ));
+    }
+    if drops.expired > 0 {
+        notes.push(format!("{} window(s) ended by expiry, as they should", drops.expired));
+    }
+    let otherwise = if drops.unexplained_blind > 0 {
+        (
+            Verdict::Unknown,
+            format!(
+                "{} count drop(s) could not be attributed: keyspace notifications were not available, so a reset cannot be told from an expiry",
+                drops.unexplained_blind
+            ),
+        )
+    } else {
+        (
+            Verdict::Valid,
+            "no counter dropped while its window was live".to_owned(),
+        )
+    };
+    let mut result = CheckResult::from_anomalies(Invariant::NoCounterReset, anomalies, otherwise).with_rule(
+        "an `evicted` notification for a live key, or a count lower than one an earlier finished request saw without an `expired` notification in between, is a reset",
+    );
+    result.notes.extend(notes);
+    result
+}
+
+/// Whether the key's window had ended by `t_us`, judging by the last PTTL sampled before.
+fn window_over(history: &HistoryIndex, key: &str, t_us: u64) -> bool {
+    let deadline = history
+        .samples
+        .iter()
+        .filter(|s| s.t_end_us <= t_us)
+        .filter_map(|s| s.keys.iter().find(|k| k.key == key).map(|k| (s, k.pttl_ms)))
+        .next_back();
+    match deadline {
+        Some((sample, pttl)) if pttl >= 0 => sample.t_end_us + pttl as u64 * 1000 + DEADLINE_SLACK_US < t_us,
+        _ => false,
+    }
+}
+
+fn eviction(history: &HistoryIndex, key: &str, t_us: u64) -> Anomaly {
+    let before = history
+        .requests_on(key)
+        .filter(|r| r.complete_us.is_some_and(|c| c <= t_us) && r.count.is_some())
+        .max_by_key(|r| r.complete_us);
+    let after = history
+        .requests_on(key)
+        .find(|r| r.invoke_us >= t_us && r.count.is_some());
+    let count = |r: Option<&Request>| r.and_then(|r| r.count).map_or("?".to_owned(), |c| c.to_string());
+    Anomaly {
+        kind: "reset-by-eviction".into(),
+        key: key.to_owned(),
+        requests: before.iter().chain(after.iter()).map(|r| r.id).collect(),
+        seen: vec![
+            "keyspace event: evicted".into(),
+            format!("count {} -> {}", count(before), count(after)),
+        ],
+        t_us,
+        because: format!(
+            "the server evicted {key} while its window was live (maxmemory-policy): the counter restarted (count {} -> {})",
+            count(before),
+            count(after)
+        ),
+    }
+}
+
+#[derive(Default)]
+struct Drops {
+    expired: usize,
+    unexplained_blind: usize,
+}
+
+/// Walk one key's requests in invocation order, tracking the highest count seen by a
+/// request of the current window that finished before the next one started.
+fn find_drops(history: &HistoryIndex, key: &str, drops: &mut Drops, anomalies: &mut Vec<Anomaly>) {
+    let requests: Vec<&Request> = history
+        .requests_on(key)
+        .filter(|r| r.count.is_some() && r.complete_us.is_some())
+        .collect();
+    let mut by_completion = requests.clone();
+    by_completion.sort_by_key(|r| r.complete_us);
+    let mut folded = 0usize;
+    let mut epoch_start_us = 0u64;
+    let mut best: Option<&Request> = None;
+    for &b in &requests {
+        while folded < by_completion.len() && by_completion[folded].end_us() < b.invoke_us {
+            let r = by_completion[folded];
+            if r.invoke_us >= epoch_start_us && best.is_none_or(|m| r.count > m.count) {
+                best = Some(r);
+            }
+            folded += 1;
+        }
+        let Some(a) = best else { continue };
+        if b.count >= a.count {
+            continue;
+        }
+        let window = history.keyspace_between(key, a.invoke_us, b.end_us().saturating_add(NOTIFY_DELAY_US));
+        let kinds: Vec<&str> = window.map(|(_, e)| e.as_str()).collect();
+        if kinds.contains(&"evicted") {
+            // Reported from the notification itself.
+        } else if kinds.contains(&"expired") {
+            drops.expired += 1;
+        } else if kinds.contains(&"del") {
+            anomalies.push(drop_anomaly(
+                key,
+                a,
+                b,
+                "reset-by-del",
+                "a DEL removed it while its window was live",
+            ));
+        } else if history.keyspace_complete {
+            anomalies.push(drop_anomaly(
+                key,
+                a,
+                b,
+                "reset-unexplained",
+                "it vanished with no expired, evicted or del notification (a restart, FLUSHALL or failover?)",
+            ));
+        } else {
+            drops.unexplained_blind += 1;
+        }
+        epoch_start_us = b.invoke_us;
+        best = Some(b);
+    }
+}
+
+fn drop_anomaly(key: &str, a: &Request, b: &Request, kind: &str, how: &str) -> Anomaly {
+    let (ca, cb) = (a.count.unwrap_or_default(), b.count.unwrap_or_default());
+    Anomaly {
+        kind: kind.into(),
+        key: key.to_owned(),
+        requests: vec![a.id, b.id],
+        seen: vec![format!("count {ca} (request #{}) -> {cb} (request #{})", a.id, b.id)],
+        t_us: b.invoke_us,
+        because: format!(
+            "{key}'s counter fell from {ca} to {cb} within {}: {how}",
+            ms(b.invoke_us.saturating_sub(a.complete_us.unwrap_or(a.invoke_us)))
+        ),
+    }
+}

@@ -1,0 +1,167 @@
+//! `ttl-present` and `ttl-bounded`: what the observer saw of the keys' expiries.
+
+use std::collections::BTreeMap;
+
+use super::{Anomaly, CheckInput, CheckResult, Verdict, creator_before};
+use crate::history::{HistoryIndex, Sample};
+use crate::scenario::Invariant;
+
+/// No limiter key exists without an expiry. A PTTL of -1 seen while a request on that key
+/// was in flight is excused (e.g. between INCR and EXPIRE); one seen with nothing in
+/// flight, or by the final audit, is a key that will never expire.
+pub fn ttl_present(input: &CheckInput<'_>) -> CheckResult {
+    let history = input.history;
+    if let Some(why) = blind(history) {
+        return CheckResult::unknown(Invariant::TtlPresent, why);
+    }
+    let mut first_seen: BTreeMap<&str, (&Sample, Option<String>, usize)> = BTreeMap::new();
+    let mut excused = 0usize;
+    for sample in &history.samples {
+        for ks in sample.keys.iter().filter(|k| k.pttl_ms == -1) {
+            if !sample.final_audit && in_flight(history, &ks.key, sample) {
+                excused += 1;
+                continue;
+            }
+            first_seen
+                .entry(ks.key.as_str())
+                .and_modify(|e| e.2 += 1)
+                .or_insert((sample, ks.value.clone(), 1));
+        }
+    }
+    let anomalies = first_seen
+        .into_iter()
+        .map(|(key, (sample, value, times))| immortal(history, key, sample, value, times))
+        .collect();
+    let keys = audited_keys(history);
+    let mut result = CheckResult::from_anomalies(
+        Invariant::TtlPresent,
+        anomalies,
+        (
+            Verdict::Valid,
+            format!("every sampled key had an expiry ({keys} keys at the final audit)"),
+        ),
+    );
+    if excused > 0 {
+        result = result.with_note(format!(
+            "{excused} PTTL -1 observation(s) excused: a request on that key was in flight (e.g. between INCR and EXPIRE)"
+        ));
+    }
+    result
+}
+
+fn immortal(history: &HistoryIndex, key: &str, sample: &Sample, value: Option<String>, times: usize) -> Anomaly {
+    let creator = creator_before(history, key, sample.t_start_us);
+    let fault = history.faults.iter().rfind(|f| {
+        f.key.as_deref() == Some(key) && f.t_us <= sample.t_start_us && f.kind == "expire-between-round-trips"
+    });
+    let mut because = format!("{key} exists with no expiry (PTTL -1): it will never expire");
+    if let Some(c) = creator {
+        because.push_str(&format!(
+            "; request #{} recreated it with round trips [{}] and count 1",
+            c.id,
+            c.trips.join(" | ")
+        ));
+    }
+    if let Some(f) = fault {
+        because.push_str(&format!(
+            "; the nemesis expired it just before (request #{})",
+            f.request.unwrap_or_default()
+        ));
+    }
+    let mut seen = vec![format!(
+        "PTTL -1 ({times} sample(s){})",
+        if sample.final_audit { ", final audit" } else { "" }
+    )];
+    if let Some(v) = value {
+        seen.push(format!("value {v}"));
+    }
+    Anomaly {
+        kind: "immortal-key".into(),
+        key: key.to_owned(),
+        requests: creator.map(|c| vec![c.id]).unwrap_or_default(),
+        seen,
+        t_us: sample.t_start_us,
+        because,
+    }
+}
+
+/// Whether a request on `key` overlapped the sample.
+fn in_flight(history: &HistoryIndex, key: &str, sample: &Sample) -> bool {
+    history
+        .requests_on(key)
+        .any(|r| r.invoke_us <= sample.t_end_us && r.end_us() >= sample.t_start_us)
+}
+
+fn audited_keys(history: &HistoryIndex) -> usize {
+    history
+        .samples
+        .iter()
+        .filter(|s| s.final_audit)
+        .map(|s| s.keys.len())
+        .next_back()
+        .unwrap_or(0)
+}
+
+/// Why the samples cannot support a Valid verdict, if they cannot.
+fn blind(history: &HistoryIndex) -> Option<String> {
+    if history.samples.is_empty() {
+        return Some("the observer took no sample of the limiter's keys".into());
+    }
+    if !history.samples.iter().any(|s| s.final_audit) {
+        return Some("the final audit of the limiter's keys did not happen".into());
+    }
+    None
+}
+
+/// No limiter key's TTL exceeds the window (plus the declared slack).
+pub fn ttl_bounded(input: &CheckInput<'_>) -> CheckResult {
+    let history = input.history;
+    let bound_ms = input.limit.window_ms + input.config.ttl_slack_ms;
+    let rule = format!(
+        "PTTL <= window_ms + ttl_slack_ms = {} + {} = {bound_ms} ms",
+        input.limit.window_ms, input.config.ttl_slack_ms
+    );
+    if let Some(why) = blind(history) {
+        return CheckResult::unknown(Invariant::TtlBounded, why).with_rule(rule);
+    }
+    let mut worst: BTreeMap<&str, (i64, &Sample, usize)> = BTreeMap::new();
+    let mut max_seen = -1i64;
+    for sample in &history.samples {
+        for ks in &sample.keys {
+            max_seen = max_seen.max(ks.pttl_ms);
+            if ks.pttl_ms > bound_ms as i64 {
+                let entry = worst.entry(ks.key.as_str()).or_insert((ks.pttl_ms, sample, 0));
+                entry.2 += 1;
+                if ks.pttl_ms > entry.0 {
+                    entry.0 = ks.pttl_ms;
+                    entry.1 = sample;
+                }
+            }
+        }
+    }
+    let anomalies = worst
+        .into_iter()
+        .map(|(key, (pttl, sample, times))| Anomaly {
+            kind: "ttl-above-window".into(),
+            key: key.to_owned(),
+            requests: creator_before(history, key, sample.t_start_us).map(|c| vec![c.id]).unwrap_or_default(),
+            seen: vec![format!("PTTL {pttl} ms (above the bound in {times} sample(s))")],
+            t_us: sample.t_start_us,
+            because: format!("{key} had PTTL {pttl} ms, longer than the {bound_ms} ms the window allows: the window is being extended"),
+        })
+        .collect();
+    let longest = if max_seen >= 0 {
+        format!("{max_seen} ms")
+    } else {
+        "none seen".into()
+    };
+    CheckResult::from_anomalies(
+        Invariant::TtlBounded,
+        anomalies,
+        (
+            Verdict::Valid,
+            format!("every sampled TTL was within {bound_ms} ms (longest {longest})"),
+        ),
+    )
+    .with_rule(rule)
+}

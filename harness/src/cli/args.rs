@@ -1,0 +1,69 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::backend::BackendChoice;
+
+/// Fault-injection test harness for rate limiters built on Redis.
+#[derive(Debug, Parser)]
+#[command(name = "limiter-harness", version, about, long_about = None)]
+#[command(
+    after_help = "Exit codes: 0 all invariants hold, 1 an invariant is violated, 2 unknown, 3 setup or usage error."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a scenario against a limiter and check the invariants.
+    Run(RunArgs),
+    /// Show the scenarios and the built-in limiters (with their command sequences).
+    List,
+    /// Remove containers and processes left behind by crashed or killed runs.
+    Clean,
+    /// Build the Redis image from the local redis-server binary (runs do this on demand).
+    Image(ImageArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A scenario file, or the name of one in ./scenarios.
+    pub scenario: String,
+    /// The limiter under test (see `limiter-harness list`).
+    #[arg(long, short)]
+    pub limiter: String,
+    /// Where Redis runs. `auto`: a container when a Docker engine answers, else a local process.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// The server for `--backend url`, e.g. redis://127.0.0.1:6379.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// A container image to use instead of the one built from the local redis-server.
+    #[arg(long)]
+    pub image: Option<String>,
+    /// The redis-server binary for the process backend and the image build.
+    #[arg(long, default_value = "redis-server")]
+    pub redis_server: PathBuf,
+    /// Override the scenario's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where to write report.md, report.json and history.jsonl [default: reports/runs/SCENARIO/LIMITER].
+    #[arg(long)]
+    pub report_dir: Option<PathBuf>,
+    /// Allow CONFIG SET and cache floods on a server the harness did not start (--backend url).
+    #[arg(long)]
+    pub allow_reconfigure: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ImageArgs {
+    #[arg(long, default_value = "redis-server")]
+    pub redis_server: PathBuf,
+}

@@ -1,0 +1,41 @@
+//! The command line: `run`, `list`, `clean`, `image`. Exit codes: 0 every invariant holds,
+//! 1 an invariant is violated, 2 unknown (the run could not observe enough), 3 setup or
+//! usage error.
+
+mod args;
+mod commands;
+mod exit;
+
+pub use args::{Cli, Command, RunArgs};
+pub use exit::ExitCode;
+
+use clap::Parser;
+
+/// Parse the process arguments and run; returns the exit code.
+pub async fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                ExitCode::Setup
+            } else {
+                ExitCode::Valid
+            };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let result = match cli.command {
+        Command::Run(args) => commands::run(args).await,
+        Command::List => commands::list(),
+        Command::Clean => commands::clean().await,
+        Command::Image(args) => commands::image(args).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::Setup
+        }
+    }
+}

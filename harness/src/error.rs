@@ -1,0 +1,96 @@
+//! The user-facing error tier: mistakes and missing prerequisites that a user can fix.
+//!
+//! Every variant says what went wrong and how to fix it, and maps to exit code 3
+//! (see [`crate::cli::ExitCode`]). Internal bugs are not represented here: they panic.
+
+use std::path::PathBuf;
+
+use crate::scenario::ScenarioError;
+
+/// A setup or usage error: the run could not start (or could not go on) because of
+/// something outside the limiter under test.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+
+    #[error(
+        "unknown scenario `{name}`: no file {searched}\n  known scenarios: {known}\n  help: pass a path to a .toml file, or one of the names above"
+    )]
+    UnknownScenario {
+        name: String,
+        searched: String,
+        known: String,
+    },
+
+    #[error(
+        "unknown limiter `{name}`\n  known limiters: {known}\n  help: `limiter-harness list` shows each one's command sequence"
+    )]
+    UnknownLimiter { name: String, known: String },
+
+    #[error(
+        "no Redis server can be started here.\n  Docker: {docker}\n  redis-server: {binary}\n  help: start a Docker engine (`apt-get install docker.io`, then `dockerd`), or install the server binary (`apt-get install redis-server`), or point the harness at a server you own with `--backend url --url redis://HOST:PORT`"
+    )]
+    NoBackend { docker: String, binary: String },
+
+    #[error(
+        "the Docker engine does not answer: {0}\n  help: start it (`dockerd` or `systemctl start docker`), or use `--backend process` (needs `apt-get install redis-server`)"
+    )]
+    DockerUnavailable(String),
+
+    #[error(
+        "redis-server binary not found at {path}: {reason}\n  help: `apt-get install redis-server`, or pass `--redis-server PATH`"
+    )]
+    RedisBinaryMissing { path: PathBuf, reason: String },
+
+    #[error(
+        "could not build the Redis image {image}: {reason}\n  help: the image is built FROM scratch from the local redis-server binary and the libraries `ldd` lists; check `docker info`, or pass `--image NAME:TAG` for an image you already have"
+    )]
+    ImageBuild { image: String, reason: String },
+
+    #[error("could not start the Redis server ({backend}): {reason}")]
+    ServerStart { backend: String, reason: String },
+
+    #[error(
+        "could not connect to {url}: {reason}\n  help: check the address and that the server is up (`redis-cli -u {url} ping`)"
+    )]
+    Connect { url: String, reason: String },
+
+    #[error(
+        "the server refused `CONFIG SET {setting} {value}`: {reason}\n  help: fix [server] in the scenario; any parameter `CONFIG SET` accepts on this server version is allowed"
+    )]
+    ServerConfig {
+        setting: String,
+        value: String,
+        reason: String,
+    },
+
+    #[error(
+        "refusing to run against {url}, a server this harness did not start:\n{reasons}\n  help: run it with the default backend (a fresh server), or pass `--allow-reconfigure` if this server is yours to reconfigure and flood"
+    )]
+    UrlRefused { url: String, reasons: String },
+
+    #[error("limiter `{limiter}` could not be prepared on the server: {reason}")]
+    LimiterPrepare { limiter: String, reason: String },
+
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl SetupError {
+    pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}

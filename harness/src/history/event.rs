@@ -1,0 +1,126 @@
+//! History events. Times are microseconds since the run started (`t_us`).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Event {
+    /// The first line: what ran.
+    Run {
+        scenario: String,
+        limiter: String,
+        seed: u64,
+        backend: String,
+        server_version: String,
+    },
+    Phase {
+        t_us: u64,
+        index: usize,
+        name: String,
+        edge: PhaseEdge,
+    },
+    /// A request is sent to the limiter.
+    Invoke {
+        id: u64,
+        t_us: u64,
+        identity: u32,
+        /// The identity's n-th request, counting from 1.
+        ordinal: u64,
+        key: String,
+        phase: usize,
+    },
+    /// The request's one completion.
+    Complete {
+        id: u64,
+        t_us: u64,
+        outcome: Outcome,
+        /// The count the limiter saw (its counter's value for this decision), if it reports one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        count: Option<i64>,
+        /// The round trips the limiter made, each as the commands it sent (e.g. "GET", "INCR").
+        trips: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The nemesis did something.
+    Fault {
+        t_us: u64,
+        /// Index of the fault in the scenario's [[fault]] list.
+        fault: usize,
+        kind: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        effect: String,
+    },
+    /// One pass of the observer over the limiter's keys (SCAN + PTTL/GET).
+    Sample {
+        t_start_us: u64,
+        t_end_us: u64,
+        /// The audit after the last request completed: nothing was in flight.
+        final_audit: bool,
+        keys: Vec<KeySample>,
+    },
+    /// A keyspace notification for a limiter key (expired, evicted, del, ...).
+    Keyspace { t_us: u64, key: String, event: String },
+    Stats {
+        t_us: u64,
+        server: ServerRole,
+        evicted_keys: u64,
+        expired_keys: u64,
+        used_memory_bytes: u64,
+    },
+    /// Cache entries a memory-pressure fault wrote during a phase.
+    Flood {
+        t_us: u64,
+        phase: String,
+        server: ServerRole,
+        writes_ok: u64,
+        writes_failed: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        first_error: Option<String>,
+    },
+    /// Something stopped the harness from seeing or doing what it needed.
+    Problem {
+        t_us: u64,
+        source: String,
+        detail: String,
+        /// The run could not observe enough to judge (e.g. the server was lost).
+        fatal: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PhaseEdge {
+    Start,
+    End,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Allowed,
+    Rejected,
+    /// The server answered with an error: the limiter decided nothing.
+    Error,
+    /// No answer (timeout, connection lost): the request may or may not have taken effect.
+    Indeterminate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerRole {
+    Limiter,
+    Cache,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeySample {
+    pub key: String,
+    /// PTTL: -1 exists without expiry, -2 gone.
+    pub pttl_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}

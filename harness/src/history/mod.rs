@@ -1,0 +1,11 @@
+//! The history: every request's invocation and exactly one completion, every fault the
+//! nemesis applied and every observation of the server, in the order they happened.
+//! Written as JSON lines while the run goes on, so an interrupted run keeps what it saw.
+
+mod event;
+mod index;
+mod recorder;
+
+pub use event::{Event, KeySample, Outcome, PhaseEdge, ServerRole};
+pub use index::{FaultRecord, HistoryIndex, Request, Sample};
+pub use recorder::{Recorder, RecorderHandle, read_history};

@@ -1,0 +1,25 @@
+//! limiter-harness: a fault-injection test harness for rate limiters built on Redis.
+//!
+//! The crate follows Jepsen's roles, one module each:
+//! [`scenario`] (file → validated [`scenario::Scenario`]), [`workload`] (the seeded
+//! generator), [`limiter`] (the clients under test), [`nemesis`] (faults), [`observer`]
+//! (the harness's read-only view of the server), [`history`] (every invocation, completion
+//! and observation), [`checker`] (invariants → verdicts with evidence) and [`report`].
+//! [`backend`] decides where Redis runs; [`runner`] wires one run together; [`cli`] is the
+//! command line.
+
+pub mod backend;
+pub mod checker;
+pub mod cli;
+pub mod clock;
+pub mod error;
+pub mod history;
+pub mod limiter;
+pub mod nemesis;
+pub mod observer;
+pub mod report;
+pub mod runner;
+pub mod scenario;
+pub mod workload;
+
+pub use error::SetupError;

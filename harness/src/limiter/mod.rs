@@ -1,0 +1,52 @@
+//! The clients under test: rate limiters that talk to Redis through a [`Wire`], which
+//! hands every gap between two round trips to the nemesis.
+
+mod builtin;
+mod wire;
+
+use async_trait::async_trait;
+use redis::RedisResult;
+use redis::aio::MultiplexedConnection;
+use serde::Serialize;
+
+pub use builtin::{BUILTIN_NAMES, builtin};
+pub use wire::{RequestCtx, TripSummary, Wire};
+
+use crate::scenario::Limit;
+
+/// What a limiter decided for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    pub allowed: bool,
+    /// The counter value the decision was based on, when the limiter has one.
+    pub count: Option<i64>,
+}
+
+/// The algorithm a limiter implements; the checkers pick their bounds from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// A counter per identity that lives for one window from its first request.
+    FixedWindow,
+}
+
+/// A rate limiter under test. `acquire` decides one request and must send every command
+/// through `wire`, one call per round trip, so that faults land between round trips.
+#[async_trait]
+pub trait Limiter: Send + Sync {
+    fn name(&self) -> &str;
+    /// The exact command sequence, as documentation for `list` and the report.
+    fn commands(&self) -> &str;
+    /// The most round trips one decision takes (1 means there is no gap to fault).
+    fn round_trips_max(&self) -> u32;
+    fn algorithm(&self) -> Algorithm;
+    /// The oldest Redis version the command sequence works on, e.g. (7, 0) for `EXPIRE NX`.
+    fn redis_version_min(&self) -> (u32, u32) {
+        (2, 6)
+    }
+    /// One-time setup on the server before traffic (e.g. SCRIPT LOAD).
+    async fn prepare(&self, _conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
+        Ok(())
+    }
+    async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision>;
+}

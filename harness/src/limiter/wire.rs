@@ -1,0 +1,155 @@
+//! The wire between a limiter and Redis: one call per round trip, with the nemesis
+//! consulted in every gap between two round trips of the same request.
+
+use redis::aio::MultiplexedConnection;
+use redis::{Arg, Cmd, FromRedisValue, Pipeline, RedisResult};
+
+use crate::nemesis::GapHook;
+
+/// The request a limiter is deciding, as the nemesis sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestCtx {
+    pub id: u64,
+    pub identity: u32,
+    /// The identity's n-th request, counting from 1.
+    pub ordinal: u64,
+    pub key: String,
+}
+
+/// The commands of one round trip: names (upper case) and the keys they name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TripSummary {
+    pub commands: Vec<String>,
+    pub keys: Vec<String>,
+}
+
+impl TripSummary {
+    pub fn of_cmd(cmd: &Cmd) -> Self {
+        let mut summary = Self::default();
+        summary.add(cmd);
+        summary
+    }
+
+    pub fn of_pipe(pipe: &Pipeline) -> Self {
+        let mut summary = Self::default();
+        if pipe.is_transaction() {
+            summary.commands.push("MULTI".into());
+        }
+        for cmd in pipe.cmd_iter() {
+            summary.add(cmd);
+        }
+        if pipe.is_transaction() {
+            summary.commands.push("EXEC".into());
+        }
+        summary
+    }
+
+    fn add(&mut self, cmd: &Cmd) {
+        let args: Vec<&[u8]> = cmd
+            .args_iter()
+            .filter_map(|a| match a {
+                Arg::Simple(bytes) => Some(bytes),
+                _ => None,
+            })
+            .collect();
+        let Some(name) = args.first() else { return };
+        let name = String::from_utf8_lossy(name).to_uppercase();
+        for key in command_keys(&name, &args[1..]) {
+            let key = String::from_utf8_lossy(key).into_owned();
+            if !self.keys.contains(&key) {
+                self.keys.push(key);
+            }
+        }
+        self.commands.push(name);
+    }
+
+    /// The round trip as one history string, e.g. "MULTI INCR PEXPIRE EXEC".
+    pub fn label(&self) -> String {
+        self.commands.join(" ")
+    }
+}
+
+/// The keys a command names (a heuristic that covers the commands limiters use).
+fn command_keys<'a>(name: &str, args: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    match name {
+        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO" => {
+            let numkeys = args
+                .get(1)
+                .and_then(|n| std::str::from_utf8(n).ok())
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            args.iter().skip(2).take(numkeys).copied().collect()
+        }
+        "MULTI" | "EXEC" | "DISCARD" | "PING" | "SCRIPT" | "TIME" | "INFO" | "CONFIG" | "SCAN" => Vec::new(),
+        "MGET" | "DEL" | "EXISTS" | "UNLINK" => args.to_vec(),
+        _ => args.first().copied().into_iter().collect(),
+    }
+}
+
+/// A limiter's connection for one request. Every round trip goes through [`Wire::cmd`]
+/// or [`Wire::pipe`]; the commands sent are kept for the history.
+pub struct Wire<'a> {
+    conn: &'a mut MultiplexedConnection,
+    hook: &'a dyn GapHook,
+    ctx: &'a RequestCtx,
+    trips: Vec<String>,
+}
+
+impl<'a> Wire<'a> {
+    pub fn new(conn: &'a mut MultiplexedConnection, hook: &'a dyn GapHook, ctx: &'a RequestCtx) -> Self {
+        Self {
+            conn,
+            hook,
+            ctx,
+            trips: Vec::new(),
+        }
+    }
+
+    /// One round trip with one command.
+    pub async fn cmd<T: FromRedisValue>(&mut self, cmd: &Cmd) -> RedisResult<T> {
+        self.before(TripSummary::of_cmd(cmd)).await;
+        cmd.query_async(self.conn).await
+    }
+
+    /// One round trip with a pipeline (MULTI/EXEC around it when it is atomic).
+    pub async fn pipe<T: FromRedisValue>(&mut self, pipe: &Pipeline) -> RedisResult<T> {
+        self.before(TripSummary::of_pipe(pipe)).await;
+        pipe.query_async(self.conn).await
+    }
+
+    async fn before(&mut self, next: TripSummary) {
+        if !self.trips.is_empty() {
+            self.hook.before_trip(self.ctx, self.trips.len() + 1, &next).await;
+        }
+        self.trips.push(next.label());
+    }
+
+    /// The round trips made so far, as history strings.
+    pub fn into_trips(self) -> Vec<String> {
+        self.trips
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_name_commands_and_keys() {
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .incr("rl:0", 1)
+            .cmd("PEXPIRE")
+            .arg("rl:0")
+            .arg(1000)
+            .arg("NX");
+        let s = TripSummary::of_pipe(&pipe);
+        assert_eq!(s.label(), "MULTI INCR PEXPIRE EXEC");
+        assert_eq!(s.keys, vec!["rl:0".to_owned()]);
+
+        let mut evalsha = redis::cmd("evalsha");
+        evalsha.arg("abc").arg(1).arg("rl:7").arg(1000);
+        let s = TripSummary::of_cmd(&evalsha);
+        assert_eq!((s.label(), s.keys), ("EVALSHA".to_owned(), vec!["rl:7".to_owned()]));
+    }
+}

@@ -1,0 +1,12 @@
+//! The nemesis: faults. Faults that strike between a request's round trips are rules
+//! matched on commands ([`rules`]: which request, which command next, which round trip),
+//! so the same rules can later drive a network proxy. Memory pressure floods a server with
+//! cold cache entries alongside a phase's requests ([`flood`]).
+
+mod flood;
+mod gap;
+mod rules;
+
+pub use flood::{CACHE_PREFIX, CacheFlood, FloodTotals};
+pub use gap::{GapHook, Nemesis, NoFaults};
+pub use rules::{GapMatch, GapRule};

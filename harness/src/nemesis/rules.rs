@@ -1,0 +1,127 @@
+//! Gap rules: data saying at which gap between round trips a fault strikes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::limiter::{RequestCtx, TripSummary};
+use crate::scenario::{GapFault, GapFaultAction};
+
+/// Which gaps a rule matches: the gap before round trip `trip` (2 or later) of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GapMatch {
+    pub identity: Option<u32>,
+    pub from_ordinal: u64,
+    pub before_command: Option<String>,
+    /// Only the gap before this round trip (counting from 1); any gap when absent.
+    pub trip: Option<usize>,
+}
+
+impl GapMatch {
+    pub fn matches(&self, req: &RequestCtx, trip: usize, next: &TripSummary) -> bool {
+        self.identity.is_none_or(|id| id == req.identity)
+            && req.ordinal >= self.from_ordinal
+            && self.trip.is_none_or(|t| t == trip)
+            && self
+                .before_command
+                .as_ref()
+                .is_none_or(|c| next.commands.iter().any(|n| n == c))
+    }
+}
+
+/// A fault rule with its budget: fires at most `times_max` times (unbounded when `None`).
+#[derive(Debug)]
+pub struct GapRule {
+    /// Index of the fault in the scenario.
+    pub fault: usize,
+    pub matcher: GapMatch,
+    pub action: GapFaultAction,
+    pub times_max: Option<u64>,
+    fired: AtomicU64,
+}
+
+impl GapRule {
+    pub fn new(fault: usize, spec: &GapFault) -> Self {
+        Self {
+            fault,
+            matcher: GapMatch {
+                identity: spec.identity,
+                from_ordinal: spec.from_request,
+                before_command: spec.before_command.clone(),
+                trip: None,
+            },
+            action: spec.action,
+            times_max: spec.times,
+            fired: AtomicU64::new(0),
+        }
+    }
+
+    /// Claims one firing if the gap matches and the budget allows; true means "strike now".
+    pub fn claim(&self, req: &RequestCtx, trip: usize, next: &TripSummary) -> bool {
+        if !self.matcher.matches(req, trip, next) {
+            return false;
+        }
+        self.fired
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                self.times_max.is_none_or(|max| n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    pub fn fired(&self) -> u64 {
+        self.fired.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(identity: u32, ordinal: u64) -> RequestCtx {
+        RequestCtx {
+            id: ordinal,
+            identity,
+            ordinal,
+            key: format!("rl:{identity}"),
+        }
+    }
+
+    fn trip(commands: &[&str]) -> TripSummary {
+        TripSummary {
+            commands: commands.iter().map(|c| (*c).to_owned()).collect(),
+            keys: vec![],
+        }
+    }
+
+    #[test]
+    fn matches_identity_ordinal_and_next_command_within_budget() {
+        let spec = GapFault {
+            identity: Some(0),
+            from_request: 12,
+            before_command: Some("INCR".into()),
+            times: Some(1),
+            action: GapFaultAction::ExpireKey,
+        };
+        let rule = GapRule::new(0, &spec);
+        assert!(!rule.claim(&req(0, 11), 2, &trip(&["INCR"])), "before its request");
+        assert!(!rule.claim(&req(1, 20), 2, &trip(&["INCR"])), "other identity");
+        assert!(!rule.claim(&req(0, 12), 2, &trip(&["SET"])), "other command");
+        assert!(rule.claim(&req(0, 13), 2, &trip(&["INCR"])));
+        assert!(!rule.claim(&req(0, 14), 2, &trip(&["INCR"])), "budget spent");
+        assert_eq!(rule.fired(), 1);
+    }
+
+    #[test]
+    fn unbounded_rule_fires_every_time() {
+        let spec = GapFault {
+            identity: None,
+            from_request: 1,
+            before_command: None,
+            times: None,
+            action: GapFaultAction::Stall { stall_ms: 5 },
+        };
+        let rule = GapRule::new(3, &spec);
+        for n in 1..=50 {
+            assert!(rule.claim(&req(n as u32 % 3, n), 2, &trip(&["PEXPIRE"])));
+        }
+        assert_eq!(rule.fired(), 50);
+    }
+}

@@ -1,0 +1,69 @@
+//! `INFO` counters and the server's identity.
+
+use redis::RedisResult;
+use redis::aio::MultiplexedConnection;
+
+use crate::history::{Event, ServerRole};
+
+/// Read `evicted_keys`, `expired_keys` and `used_memory` as a history event.
+pub async fn read_stats(conn: &mut MultiplexedConnection, role: ServerRole, t_us: u64) -> RedisResult<Event> {
+    let (stats, memory): (String, String) = redis::pipe()
+        .cmd("INFO")
+        .arg("stats")
+        .cmd("INFO")
+        .arg("memory")
+        .query_async(conn)
+        .await?;
+    Ok(Event::Stats {
+        t_us,
+        server: role,
+        evicted_keys: info_field(&stats, "evicted_keys").unwrap_or(0),
+        expired_keys: info_field(&stats, "expired_keys").unwrap_or(0),
+        used_memory_bytes: info_field(&memory, "used_memory").unwrap_or(0),
+    })
+}
+
+/// A numeric field of an INFO section.
+pub fn info_field(info: &str, name: &str) -> Option<u64> {
+    info.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+}
+
+/// What the server says it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// e.g. "redis 7.0.15" or "valkey 9.1.2".
+    pub version: String,
+    pub major_minor: (u32, u32),
+}
+
+pub async fn server_info(conn: &mut MultiplexedConnection) -> RedisResult<ServerInfo> {
+    let info: String = redis::cmd("INFO").arg("server").query_async(conn).await?;
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':').map(|v| v.trim().to_owned()))
+    };
+    let (product, version) = match field("valkey_version") {
+        Some(v) => ("valkey", v),
+        None => ("redis", field("redis_version").unwrap_or_else(|| "unknown".into())),
+    };
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let major_minor = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    Ok(ServerInfo {
+        version: format!("{product} {version}"),
+        major_minor,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_info_fields() {
+        let info = "# Stats\r\ntotal_connections_received:3\r\nexpired_keys:12\r\nevicted_keys:0\r\n";
+        assert_eq!(info_field(info, "expired_keys"), Some(12));
+        assert_eq!(info_field(info, "evicted_keys"), Some(0));
+        assert_eq!(info_field(info, "missing"), None);
+    }
+}

@@ -1,0 +1,84 @@
+//! The report's content. Everything outside [`Observed`] is decided by the scenario, the
+//! limiter and the seed; [`Observed`] holds figures that vary from run to run.
+
+use serde::Serialize;
+
+use crate::checker::{CheckResult, Verdict};
+use crate::limiter::Algorithm;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub about: String,
+    pub scenario_file: String,
+    pub seed: u64,
+    pub limiter: LimiterSummary,
+    pub server: ServerSummary,
+    /// The merged verdict: Invalid beats Unknown beats Valid.
+    pub verdict: Verdict,
+    pub invariants: Vec<CheckResult>,
+    pub faults: Vec<FaultSummary>,
+    /// Requests the schedule sent (fixed by the seed).
+    pub requests_scheduled: u64,
+    /// The command that reproduces this run.
+    pub reproduce: String,
+    /// Problems that limited what the run could see.
+    pub problems: Vec<String>,
+    pub observed: Observed,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LimiterSummary {
+    pub name: String,
+    pub algorithm: Algorithm,
+    pub round_trips_max: u32,
+    pub commands: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerSummary {
+    /// e.g. "redis 7.0.15".
+    pub version: String,
+    pub backend: String,
+    /// Settings applied with CONFIG SET, as "name value".
+    pub settings: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_server: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FaultSummary {
+    pub index: usize,
+    pub kind: String,
+    /// The fault as the scenario states it.
+    pub spec: String,
+    pub fired: u64,
+    /// What happened, in plain words (e.g. why it never fired).
+    pub outcome: String,
+}
+
+/// Figures that depend on timing, the server's eviction sampling and the machine.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Observed {
+    pub wall_ms: u64,
+    pub counts: Counts,
+    pub samples: usize,
+    pub keyspace_events: usize,
+    pub limiter_server_evicted_keys: u64,
+    pub limiter_server_expired_keys: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_server_evicted_keys: Option<u64>,
+    pub cache_writes_ok: u64,
+    pub cache_writes_failed: u64,
+    /// Where the servers ran (container ids, ports).
+    pub servers: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counts {
+    pub requests: u64,
+    pub allowed: u64,
+    pub rejected: u64,
+    pub errors: u64,
+    pub indeterminate: u64,
+}

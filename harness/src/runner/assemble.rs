@@ -1,0 +1,204 @@
+//! Put the report together from the run's configuration, state, history and verdicts.
+
+use super::RunConfig;
+use super::execute::RunState;
+use crate::checker::{CheckResult, Verdict};
+use crate::history::{Event, HistoryIndex, Outcome};
+use crate::report::{Counts, FaultSummary, LimiterSummary, Observed, Report, ServerSummary};
+use crate::scenario::{CacheTarget, Fault, GapFault, GapFaultAction};
+use crate::workload::plan;
+
+pub fn report(
+    config: &RunConfig,
+    state: &RunState,
+    events: &[Event],
+    index: &HistoryIndex,
+    invariants: Vec<CheckResult>,
+    servers: Vec<String>,
+    wall_ms: u64,
+) -> Report {
+    let verdict = invariants.iter().fold(Verdict::Valid, |v, c| v.merge(c.verdict));
+    let limiter = &config.limiter;
+    let mut problems = state.problems.clone();
+    problems.extend(
+        index
+            .problems
+            .iter()
+            .filter(|p| p.2)
+            .map(|(source, detail, _)| format!("{source}: {detail}")),
+    );
+    problems.dedup();
+    Report {
+        scenario: config.scenario.name.clone(),
+        about: config.scenario.about.clone(),
+        scenario_file: config.scenario.source.display().to_string(),
+        seed: config.seed,
+        limiter: LimiterSummary {
+            name: limiter.name().to_owned(),
+            algorithm: limiter.algorithm(),
+            round_trips_max: limiter.round_trips_max(),
+            commands: limiter.commands().to_owned(),
+        },
+        server: ServerSummary {
+            version: state.server_version.clone().unwrap_or_else(|| "unknown".into()),
+            backend: config.backend.name().to_owned(),
+            settings: state.settings.clone(),
+            cache_server: state.cache_server_version.clone(),
+        },
+        verdict,
+        invariants,
+        faults: faults(config, state, index),
+        requests_scheduled: plan(&config.scenario, config.seed).total_requests(),
+        reproduce: config.reproduce.clone(),
+        problems,
+        observed: observed(state, events, index, servers, wall_ms),
+    }
+}
+
+fn faults(config: &RunConfig, state: &RunState, index: &HistoryIndex) -> Vec<FaultSummary> {
+    let fired: Vec<(usize, u64)> = state.nemesis.as_ref().map(|n| n.fired()).unwrap_or_default();
+    config
+        .scenario
+        .faults
+        .iter()
+        .enumerate()
+        .map(|(i, fault)| {
+            let count = fired.iter().find(|(f, _)| *f == i).map_or(0, |(_, n)| *n);
+            let (spec, outcome, fired) = match fault {
+                Fault::ExpireBetweenRoundTrips(gap) | Fault::StallBetweenRoundTrips(gap) => (
+                    gap_spec(fault.kind_name(), gap),
+                    gap_outcome(config, index, i, gap, count),
+                    count,
+                ),
+                Fault::MemoryPressure(p) => {
+                    let flood = state
+                        .floods
+                        .iter()
+                        .find(|f| f.spec.phase == p.phase)
+                        .map(|f| f.totals())
+                        .unwrap_or_default();
+                    let target = match p.target {
+                        CacheTarget::LimiterServer => "the limiter's own server",
+                        CacheTarget::CacheServer => "the separate cache server",
+                    };
+                    let ttl = if p.ttl_s == 0 {
+                        "no TTL".to_owned()
+                    } else {
+                        format!("TTL {} s", p.ttl_s)
+                    };
+                    let spec = format!(
+                        "memory-pressure: {} cache write(s) of {} bytes ({ttl}) per request of phase `{}`, to {target}",
+                        p.writes_per_request, p.value_bytes, p.phase
+                    );
+                    let mut outcome = format!(
+                        "wrote {} cache entries, {} failed",
+                        flood.writes_ok, flood.writes_failed
+                    );
+                    if let Some(e) = flood.first_error {
+                        outcome.push_str(&format!(" (first error: {e})"));
+                    }
+                    (spec, outcome, flood.writes_ok)
+                }
+            };
+            FaultSummary {
+                index: i,
+                kind: fault.kind_name().to_owned(),
+                spec,
+                fired,
+                outcome,
+            }
+        })
+        .collect()
+}
+
+fn gap_spec(kind: &str, gap: &GapFault) -> String {
+    let mut parts = Vec::new();
+    match gap.identity {
+        Some(id) => parts.push(format!("identity {id}")),
+        None => parts.push("any identity".into()),
+    }
+    if gap.from_request > 1 {
+        parts.push(format!("from its request {}", gap.from_request));
+    }
+    if let Some(c) = &gap.before_command {
+        parts.push(format!("before {c}"));
+    }
+    if let GapFaultAction::Stall { stall_ms } = gap.action {
+        parts.push(format!("{stall_ms} ms"));
+    }
+    parts.push(match gap.times {
+        Some(1) => "once".into(),
+        Some(n) => format!("up to {n} times"),
+        None => "every time".into(),
+    });
+    format!("{kind}: {}", parts.join(", "))
+}
+
+fn gap_outcome(config: &RunConfig, index: &HistoryIndex, fault: usize, gap: &GapFault, fired: u64) -> String {
+    let limiter = &config.limiter;
+    if fired > 0 {
+        let first = index
+            .faults
+            .iter()
+            .find(|f| f.fault == fault)
+            .map(|f| f.effect.clone())
+            .unwrap_or_default();
+        return format!("struck {fired} time(s); first: {first}");
+    }
+    if limiter.round_trips_max() <= 1 {
+        return format!(
+            "never struck: `{}` makes one round trip per request, so there is no gap between round trips to fault",
+            limiter.name()
+        );
+    }
+    let mut which = String::from("no request");
+    if let Some(id) = gap.identity {
+        which.push_str(&format!(" of identity {id}"));
+    }
+    if gap.from_request > 1 {
+        which.push_str(&format!(" from its request {} on", gap.from_request));
+    }
+    let command = gap
+        .before_command
+        .as_deref()
+        .map(|c| format!(" sending {c}"))
+        .unwrap_or_default();
+    format!("never struck: {which} made a round trip{command} after an earlier round trip")
+}
+
+fn observed(state: &RunState, events: &[Event], index: &HistoryIndex, servers: Vec<String>, wall_ms: u64) -> Observed {
+    let mut counts = Counts::default();
+    for r in &index.requests {
+        counts.requests += 1;
+        match r.outcome {
+            Some(Outcome::Allowed) => counts.allowed += 1,
+            Some(Outcome::Rejected) => counts.rejected += 1,
+            Some(Outcome::Error) => counts.errors += 1,
+            Some(Outcome::Indeterminate) | None => counts.indeterminate += 1,
+        }
+    }
+    let (mut ok, mut failed) = (0, 0);
+    for e in events {
+        if let Event::Flood {
+            writes_ok,
+            writes_failed,
+            ..
+        } = e
+        {
+            ok += writes_ok;
+            failed += writes_failed;
+        }
+    }
+    Observed {
+        wall_ms,
+        counts,
+        samples: index.samples.len(),
+        keyspace_events: index.keyspace.values().map(Vec::len).sum(),
+        limiter_server_evicted_keys: state.limiter_evicted,
+        limiter_server_expired_keys: state.limiter_expired,
+        cache_server_evicted_keys: state.cache_evicted,
+        cache_writes_ok: ok,
+        cache_writes_failed: failed,
+        servers,
+    }
+}

@@ -1,0 +1,377 @@
+//! The traffic part of a run, from connecting to the final audit.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::RunConfig;
+use super::driver::Driver;
+use super::progress::Progress;
+use super::setup::{Servers, configure, connect, count_keys, delete_keys, restore};
+use crate::clock::RunClock;
+use crate::error::SetupError;
+use crate::history::{Event, Recorder, ServerRole};
+use crate::nemesis::{CACHE_PREFIX, CacheFlood, Nemesis};
+use crate::observer::{
+    keyspace_events_enabled, read_stats, sample_keys, server_info, spawn_sampler, subscribe_keyspace,
+};
+use crate::scenario::{CacheTarget, Fault, PhaseKind};
+use crate::workload::plan;
+
+/// How long to keep listening for keyspace notifications after the last request.
+const TRAILING_EVENTS: Duration = Duration::from_millis(100);
+
+/// What the run learned along the way, for the report (filled in as it goes, so an
+/// interrupted run still has what it got to).
+#[derive(Default)]
+pub struct RunState {
+    pub server_version: Option<String>,
+    pub cache_server_version: Option<String>,
+    pub settings: Vec<String>,
+    pub nemesis: Option<Arc<Nemesis>>,
+    pub floods: Vec<Arc<CacheFlood>>,
+    pub limiter_evicted: u64,
+    pub limiter_expired: u64,
+    pub cache_evicted: Option<u64>,
+    pub problems: Vec<String>,
+}
+
+/// A background task that is aborted if the run is dropped (interrupted).
+struct Background(Option<JoinHandle<u64>>);
+
+impl Background {
+    async fn finish(mut self) -> u64 {
+        match self.0.take() {
+            Some(handle) => handle.await.unwrap_or(0),
+            None => 0,
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.abort();
+        }
+    }
+}
+
+pub async fn execute(
+    config: &RunConfig,
+    servers: &Servers,
+    recorder: &Recorder,
+    clock: RunClock,
+    state: &mut RunState,
+) -> Result<(), SetupError> {
+    let scenario = &config.scenario;
+    let url = servers.limiter.url().to_owned();
+    let prefix = scenario.limit.key_prefix.clone();
+    let mut admin = connect(&url).await?;
+    let connect_err = |e: redis::RedisError| SetupError::Connect {
+        url: url.clone(),
+        reason: e.to_string(),
+    };
+    let info = server_info(&mut admin).await.map_err(connect_err)?;
+    check_version(config, &info.version, info.major_minor)?;
+    state.server_version = Some(info.version.clone());
+
+    let owned = config.backend.owns_servers();
+    if !owned {
+        refuse_existing_keys(config, &mut admin, &url).await?;
+    }
+    let may_configure = owned || config.allow_reconfigure;
+    let events_on = may_configure || keyspace_events_enabled(&mut admin).await.unwrap_or(false);
+    let (settings, previous) = if may_configure {
+        configure(&mut admin, &scenario.server, true).await?
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    state.settings = settings;
+    recorder.record(Event::Run {
+        scenario: scenario.name.clone(),
+        limiter: config.limiter.name().to_owned(),
+        seed: config.seed,
+        backend: config.backend.name().to_owned(),
+        server_version: info.version.clone(),
+    });
+    if !events_on {
+        let detail = "keyspace notifications are off on this server (notify-keyspace-events lacks Kgxe) and --allow-reconfigure was not given: expirations and evictions cannot be seen";
+        recorder.record(Event::Problem {
+            t_us: clock.now_us(),
+            source: "keyspace".into(),
+            detail: detail.into(),
+            fatal: false,
+        });
+        state.problems.push(detail.into());
+    }
+    let mut cache_conn = match &servers.cache {
+        Some(cache) => Some(configure_cache(config, cache.url(), state).await?),
+        None => None,
+    };
+
+    config
+        .limiter
+        .prepare(&mut admin, &scenario.limit)
+        .await
+        .map_err(|e| SetupError::LimiterPrepare {
+            limiter: config.limiter.name().to_owned(),
+            reason: e.to_string(),
+        })?;
+    let start_stats = read_stats(&mut admin, ServerRole::Limiter, clock.now_us())
+        .await
+        .map_err(connect_err)?;
+    recorder.record(start_stats.clone());
+    let cache_start = match cache_conn.as_mut() {
+        Some(conn) => Some(
+            read_stats(conn, ServerRole::Cache, clock.now_us())
+                .await
+                .map_err(connect_err)?,
+        ),
+        None => None,
+    };
+
+    let stop = CancellationToken::new();
+    let keyspace = if events_on {
+        match subscribe_keyspace(&url, &prefix, recorder.clone(), clock, stop.clone()).await {
+            Ok(handle) => Background(Some(handle)),
+            Err(e) => {
+                let detail = format!("could not subscribe to keyspace notifications: {e}");
+                recorder.record(Event::Problem {
+                    t_us: clock.now_us(),
+                    source: "keyspace".into(),
+                    detail: detail.clone(),
+                    fatal: false,
+                });
+                state.problems.push(detail);
+                Background(None)
+            }
+        }
+    } else {
+        Background(None)
+    };
+    let interval = Duration::from_millis(scenario.check.sample_interval_ms);
+    let sampler = Background(Some(spawn_sampler(
+        connect(&url).await?,
+        prefix.clone(),
+        interval,
+        recorder.clone(),
+        clock,
+        stop.clone(),
+    )));
+
+    let nemesis = Arc::new(Nemesis::new(scenario, connect(&url).await?, recorder.clone(), clock));
+    state.nemesis = Some(Arc::clone(&nemesis));
+    let floods = make_floods(config, &url, servers, state).await?;
+    drive(config, nemesis, recorder, clock, &url, &floods).await?;
+
+    let t_start_us = clock.now_us();
+    match sample_keys(&mut admin, &prefix).await {
+        Ok(keys) => recorder.record(Event::Sample {
+            t_start_us,
+            t_end_us: clock.now_us(),
+            final_audit: true,
+            keys,
+        }),
+        Err(e) => recorder.record(Event::Problem {
+            t_us: clock.now_us(),
+            source: "final-audit".into(),
+            detail: format!("the final audit of the limiter's keys failed (server lost?): {e}"),
+            fatal: true,
+        }),
+    }
+    tokio::time::sleep(TRAILING_EVENTS).await;
+    stop.cancel();
+    sampler.finish().await;
+    keyspace.finish().await;
+    for flood in &state.floods {
+        recorder.record(flood.event(clock.now_us()));
+    }
+    finish_stats(
+        &mut admin,
+        cache_conn.as_mut(),
+        &start_stats,
+        cache_start.as_ref(),
+        recorder,
+        clock,
+        state,
+    )
+    .await;
+    if !owned {
+        leave_server_as_found(&mut admin, &prefix, &previous, state).await;
+    }
+    Ok(())
+}
+
+fn check_version(config: &RunConfig, version: &str, have: (u32, u32)) -> Result<(), SetupError> {
+    let need = config.limiter.redis_version_min();
+    if have >= need {
+        return Ok(());
+    }
+    Err(SetupError::LimiterPrepare {
+        limiter: config.limiter.name().to_owned(),
+        reason: format!(
+            "it needs Redis {}.{} or later and the server is {version}; pick another limiter or server (`--image`, `--redis-server`)",
+            need.0, need.1
+        ),
+    })
+}
+
+async fn refuse_existing_keys(
+    config: &RunConfig,
+    admin: &mut MultiplexedConnection,
+    url: &str,
+) -> Result<(), SetupError> {
+    let prefix = &config.scenario.limit.key_prefix;
+    let existing = count_keys(admin, &format!("{prefix}*")).await.unwrap_or(0);
+    if existing == 0 {
+        return Ok(());
+    }
+    Err(SetupError::UrlRefused {
+        url: url.to_owned(),
+        reasons: format!(
+            "  - {existing} key(s) under the scenario's key_prefix `{prefix}` already exist: the run would judge data it did not write (set another key_prefix in [limit])"
+        ),
+    })
+}
+
+async fn configure_cache(
+    config: &RunConfig,
+    url: &str,
+    state: &mut RunState,
+) -> Result<MultiplexedConnection, SetupError> {
+    let mut conn = connect(url).await?;
+    let cache_config = config.scenario.cache_server.clone().unwrap_or_default();
+    let (settings, _) = configure(&mut conn, &cache_config, false).await?;
+    let info = server_info(&mut conn).await.map_err(|e| SetupError::Connect {
+        url: url.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let settings = if settings.is_empty() {
+        "defaults".to_owned()
+    } else {
+        settings.join(", ")
+    };
+    state.cache_server_version = Some(format!("{} ({settings})", info.version));
+    Ok(conn)
+}
+
+async fn make_floods(
+    config: &RunConfig,
+    url: &str,
+    servers: &Servers,
+    state: &mut RunState,
+) -> Result<BTreeMap<String, Arc<CacheFlood>>, SetupError> {
+    let mut floods = BTreeMap::new();
+    for fault in &config.scenario.faults {
+        let Fault::MemoryPressure(spec) = fault else { continue };
+        let (target_url, role) = match (spec.target, &servers.cache) {
+            (CacheTarget::CacheServer, Some(cache)) => (cache.url().to_owned(), ServerRole::Cache),
+            _ => (url.to_owned(), ServerRole::Limiter),
+        };
+        let flood = Arc::new(CacheFlood::new(spec.clone(), role, connect(&target_url).await?));
+        state.floods.push(Arc::clone(&flood));
+        floods.insert(spec.phase.clone(), flood);
+    }
+    Ok(floods)
+}
+
+/// Send the whole schedule, phase by phase.
+async fn drive(
+    config: &RunConfig,
+    nemesis: Arc<Nemesis>,
+    recorder: &Recorder,
+    clock: RunClock,
+    url: &str,
+    floods: &BTreeMap<String, Arc<CacheFlood>>,
+) -> Result<(), SetupError> {
+    let scenario = &config.scenario;
+    let schedule = plan(scenario, config.seed);
+    let pool = scenario
+        .phases
+        .iter()
+        .filter_map(|p| match p.kind {
+            PhaseKind::Burst { concurrency, .. } => Some(concurrency as usize),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(1)
+        .max(4);
+    let conns: Vec<MultiplexedConnection> = futures::future::try_join_all((0..pool).map(|_| connect(url))).await?;
+    let progress = Progress::new(schedule.total_requests(), config.show_progress);
+    let driver = Arc::new(Driver {
+        limiter: Arc::clone(&config.limiter),
+        limit: scenario.limit.clone(),
+        hook: nemesis,
+        recorder: recorder.clone(),
+        clock,
+        conns,
+        progress: progress.clone(),
+    });
+    for (index, (phase, plan)) in scenario.phases.iter().zip(&schedule.phases).enumerate() {
+        driver
+            .run_phase(index, &phase.name, plan, floods.get(&phase.name).cloned())
+            .await;
+    }
+    progress.finish();
+    Ok(())
+}
+
+async fn finish_stats(
+    admin: &mut MultiplexedConnection,
+    cache: Option<&mut MultiplexedConnection>,
+    start: &Event,
+    cache_start: Option<&Event>,
+    recorder: &Recorder,
+    clock: RunClock,
+    state: &mut RunState,
+) {
+    if let Ok(end) = read_stats(admin, ServerRole::Limiter, clock.now_us()).await {
+        if let (
+            Event::Stats {
+                evicted_keys: e0,
+                expired_keys: x0,
+                ..
+            },
+            Event::Stats {
+                evicted_keys: e1,
+                expired_keys: x1,
+                ..
+            },
+        ) = (start, &end)
+        {
+            state.limiter_evicted = e1.saturating_sub(*e0);
+            state.limiter_expired = x1.saturating_sub(*x0);
+        }
+        recorder.record(end);
+    }
+    if let (Some(conn), Some(Event::Stats { evicted_keys: e0, .. })) = (cache, cache_start)
+        && let Ok(end) = read_stats(conn, ServerRole::Cache, clock.now_us()).await
+    {
+        if let Event::Stats { evicted_keys: e1, .. } = &end {
+            state.cache_evicted = Some(e1.saturating_sub(*e0));
+        }
+        recorder.record(end);
+    }
+}
+
+/// On a server the harness did not start: delete the run's own keys and put back any
+/// setting it changed (only possible with --allow-reconfigure).
+async fn leave_server_as_found(
+    admin: &mut MultiplexedConnection,
+    prefix: &str,
+    previous: &[(String, String)],
+    state: &mut RunState,
+) {
+    for pattern in [format!("{prefix}*"), format!("{CACHE_PREFIX}*")] {
+        if let Err(e) = delete_keys(admin, &pattern).await {
+            state
+                .problems
+                .push(format!("could not delete the run's keys {pattern}: {e}"));
+        }
+    }
+    state.problems.extend(restore(admin, previous).await);
+}

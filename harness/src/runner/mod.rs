@@ -1,0 +1,142 @@
+//! One run: start the servers, configure them, drive the schedule through the limiter
+//! with the nemesis and the observer at work, then check the history and write the
+//! report. Servers are stopped on every way out: success, setup error, or a signal.
+
+mod assemble;
+mod driver;
+mod execute;
+mod progress;
+mod setup;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use progress::Progress;
+pub use setup::{RESPONSE_TIMEOUT, connect};
+
+use crate::backend::Backend;
+use crate::checker::{self, CheckInput};
+use crate::clock::RunClock;
+use crate::error::SetupError;
+use crate::history::{Event, HistoryIndex, Recorder};
+use crate::limiter::Limiter;
+use crate::report::{Report, write_report};
+use crate::scenario::{CacheTarget, Fault, Scenario};
+use execute::RunState;
+use setup::Servers;
+
+/// Everything one run needs.
+pub struct RunConfig {
+    pub scenario: Scenario,
+    pub limiter: Arc<dyn Limiter>,
+    pub backend: Arc<dyn Backend>,
+    pub seed: u64,
+    /// Where report.md, report.json and history.jsonl go.
+    pub report_dir: PathBuf,
+    /// The user allowed reconfiguring and flooding a server the harness did not start.
+    pub allow_reconfigure: bool,
+    pub show_progress: bool,
+    /// The command that reproduces this run, for the report.
+    pub reproduce: String,
+}
+
+/// What a finished run produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub report: Report,
+    pub report_dir: PathBuf,
+    /// Servers that could not be stopped (the user should run `limiter-harness clean`).
+    pub leftovers: Vec<String>,
+    /// Set when the history file could not be written in full.
+    pub history_error: Option<String>,
+}
+
+/// Run the scenario. Setup problems are errors; everything the limiter does, good or bad,
+/// is in the returned report.
+pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
+    refuse_disruption(&config)?;
+    let clock = RunClock::start();
+    let run_id = format!("{}-{}", std::process::id(), clock_id());
+    let (recorder, history) = Recorder::to_file(&config.report_dir.join("history.jsonl"))?;
+    let servers = Servers::start(config.backend.as_ref(), needs_cache_server(&config.scenario), &run_id).await?;
+    let mut state = RunState::default();
+    let executed = tokio::select! {
+        result = execute::execute(&config, &servers, &recorder, clock, &mut state) => result,
+        () = interrupted() => {
+            recorder.record(Event::Problem {
+                t_us: clock.now_us(),
+                source: "interrupt".into(),
+                detail: "the run was interrupted by a signal; the history holds what happened until then".into(),
+                fatal: true,
+            });
+            Ok(())
+        }
+    };
+    let servers_described = servers.describe();
+    let leftovers = servers.stop().await;
+    let wall_ms = clock.now_us() / 1000;
+    drop(recorder);
+    let (events, history_error) = history.finish();
+    executed?;
+    let index = HistoryIndex::new(&events);
+    let results = checker::check(&CheckInput {
+        limit: &config.scenario.limit,
+        config: &config.scenario.check,
+        algorithm: config.limiter.algorithm(),
+        history: &index,
+    });
+    let report = assemble::report(&config, &state, &events, &index, results, servers_described, wall_ms);
+    write_report(&report, &config.report_dir)?;
+    Ok(RunOutcome {
+        report,
+        report_dir: config.report_dir,
+        leftovers,
+        history_error,
+    })
+}
+
+/// A scenario that reconfigures or floods its server may only run against a server the
+/// harness started, unless the user said otherwise.
+fn refuse_disruption(config: &RunConfig) -> Result<(), SetupError> {
+    if config.backend.owns_servers() || config.allow_reconfigure {
+        return Ok(());
+    }
+    let reasons = config.scenario.disrupts_server();
+    if reasons.is_empty() {
+        return Ok(());
+    }
+    Err(SetupError::UrlRefused {
+        url: config.backend.reproduce_flags(),
+        reasons: reasons
+            .iter()
+            .map(|r| format!("  - scenario `{}`: {r}", config.scenario.name))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    })
+}
+
+fn needs_cache_server(scenario: &Scenario) -> bool {
+    scenario.cache_server.is_some()
+        && scenario
+            .faults
+            .iter()
+            .any(|f| matches!(f, Fault::MemoryPressure(p) if p.target == CacheTarget::CacheServer))
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn interrupted() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+    }
+}
+
+/// A short id distinguishing runs of the same process (not a harness choice: no seed use).
+fn clock_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{:x}", nanos & 0xffff_ffff)
+}

@@ -1,0 +1,182 @@
+//! Before traffic: start the servers, connect, configure them, check the limiter fits.
+
+use std::time::Duration;
+
+use redis::AsyncConnectionConfig;
+use redis::aio::MultiplexedConnection;
+
+use crate::backend::{Backend, ServerHandle};
+use crate::error::SetupError;
+use crate::history::ServerRole;
+use crate::observer::KEYSPACE_FLAGS;
+use crate::scenario::ServerConfig;
+
+/// How long the harness waits for any reply before calling a request indeterminate.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A new multiplexed connection with the harness's timeouts.
+pub async fn connect(url: &str) -> Result<MultiplexedConnection, SetupError> {
+    let client = redis::Client::open(url).map_err(|e| SetupError::Connect {
+        url: url.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| SetupError::Connect {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// The servers of one run; stopped by [`Servers::stop`] on every path out of a run.
+pub struct Servers {
+    pub limiter: Box<dyn ServerHandle>,
+    pub cache: Option<Box<dyn ServerHandle>>,
+}
+
+impl Servers {
+    pub async fn start(backend: &dyn Backend, needs_cache: bool, run_id: &str) -> Result<Self, SetupError> {
+        if !needs_cache {
+            let limiter = backend.start(ServerRole::Limiter, run_id).await?;
+            return Ok(Self { limiter, cache: None });
+        }
+        let (limiter, cache) = tokio::join!(
+            backend.start(ServerRole::Limiter, run_id),
+            backend.start(ServerRole::Cache, run_id)
+        );
+        match (limiter, cache) {
+            (Ok(limiter), Ok(cache)) => Ok(Self {
+                limiter,
+                cache: Some(cache),
+            }),
+            (Ok(server), Err(e)) | (Err(e), Ok(server)) => {
+                let _ = server.stop().await;
+                Err(e)
+            }
+            (Err(e), Err(_)) => Err(e),
+        }
+    }
+
+    pub fn describe(&self) -> Vec<String> {
+        std::iter::once(&self.limiter)
+            .chain(self.cache.iter())
+            .map(|s| s.describe())
+            .collect()
+    }
+
+    /// Stop every server; returns the ones that could not be stopped.
+    pub async fn stop(self) -> Vec<String> {
+        let mut failed = Vec::new();
+        for server in std::iter::once(self.limiter).chain(self.cache) {
+            let name = server.describe();
+            if let Err(e) = server.stop().await {
+                failed.push(format!("{name}: {e}"));
+            }
+        }
+        failed
+    }
+}
+
+/// Apply `config` with CONFIG SET (and the keyspace flags when `with_events`); returns the
+/// settings applied as "name value", and the values they replaced.
+pub async fn configure(
+    conn: &mut MultiplexedConnection,
+    config: &ServerConfig,
+    with_events: bool,
+) -> Result<(Vec<String>, Vec<(String, String)>), SetupError> {
+    let mut settings: Vec<(String, String)> = config.settings.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    if with_events {
+        settings.push(("notify-keyspace-events".into(), KEYSPACE_FLAGS.into()));
+    }
+    let mut applied = Vec::new();
+    let mut previous = Vec::new();
+    for (name, value) in settings {
+        let old: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(&name)
+            .query_async(conn)
+            .await
+            .unwrap_or_default();
+        let set: redis::RedisResult<()> = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(&name)
+            .arg(&value)
+            .query_async(conn)
+            .await;
+        set.map_err(|e| SetupError::ServerConfig {
+            setting: name.clone(),
+            value: value.clone(),
+            reason: e.to_string(),
+        })?;
+        if let Some(old) = old.get(1) {
+            previous.push((name.clone(), old.clone()));
+        }
+        applied.push(format!("{name} {value}"));
+    }
+    Ok((applied, previous))
+}
+
+/// Put back settings replaced by [`configure`] (servers the harness did not start).
+pub async fn restore(conn: &mut MultiplexedConnection, previous: &[(String, String)]) -> Vec<String> {
+    let mut failed = Vec::new();
+    for (name, value) in previous {
+        let set: redis::RedisResult<()> = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query_async(conn)
+            .await;
+        if let Err(e) = set {
+            failed.push(format!("CONFIG SET {name} {value}: {e}"));
+        }
+    }
+    failed
+}
+
+/// How many keys match `pattern` (SCAN; never KEYS).
+pub async fn count_keys(conn: &mut MultiplexedConnection, pattern: &str) -> redis::RedisResult<usize> {
+    let mut cursor = 0u64;
+    let mut total = 0usize;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await?;
+        total += batch.len();
+        if next == 0 {
+            return Ok(total);
+        }
+        cursor = next;
+    }
+}
+
+/// Delete the keys matching `pattern` (the run's own keys on a server it did not start).
+pub async fn delete_keys(conn: &mut MultiplexedConnection, pattern: &str) -> redis::RedisResult<usize> {
+    let mut cursor = 0u64;
+    let mut total = 0usize;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await?;
+        if !batch.is_empty() {
+            total += redis::cmd("UNLINK").arg(&batch).query_async::<usize>(conn).await?;
+        }
+        if next == 0 {
+            return Ok(total);
+        }
+        cursor = next;
+    }
+}

@@ -1,0 +1,214 @@
+//! The validated scenario: what the runner, the generator, the nemesis and the checkers see.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// A validated scenario. Built only by [`super::parse_scenario`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    pub name: String,
+    pub about: String,
+    /// The seed written in the file, if any (the command line may override it).
+    pub seed: Option<u64>,
+    #[serde(skip)]
+    pub source: PathBuf,
+    pub server: ServerConfig,
+    /// A second server for the cache, when the scenario separates cache and counters.
+    pub cache_server: Option<ServerConfig>,
+    pub limit: Limit,
+    pub phases: Vec<Phase>,
+    pub faults: Vec<Fault>,
+    pub check: CheckConfig,
+}
+
+impl Scenario {
+    /// Whether running this scenario changes a server's configuration or floods it.
+    pub fn disrupts_server(&self) -> Vec<String> {
+        let mut reasons = Vec::new();
+        for (name, value) in &self.server.settings {
+            reasons.push(format!("it sets `{name} {value}` with CONFIG SET"));
+        }
+        for fault in &self.faults {
+            if let Fault::MemoryPressure(pressure) = fault
+                && pressure.target == CacheTarget::LimiterServer
+            {
+                reasons.push(format!(
+                    "fault memory-pressure writes cold cache entries during phase `{}` to evict keys",
+                    pressure.phase
+                ));
+            }
+        }
+        reasons
+    }
+}
+
+/// Server parameters applied with `CONFIG SET` before the run, by Redis name.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ServerConfig {
+    pub settings: BTreeMap<String, String>,
+}
+
+/// The limit every limiter under test enforces.
+#[derive(Debug, Clone, Serialize)]
+pub struct Limit {
+    pub requests_max: u64,
+    pub window_ms: u64,
+    pub identities: u32,
+    pub key_prefix: String,
+}
+
+impl Limit {
+    /// The Redis key of one identity's counter.
+    pub fn key(&self, identity: u32) -> String {
+        format!("{}{identity}", self.key_prefix)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    pub name: String,
+    #[serde(flatten)]
+    pub kind: PhaseKind,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum PhaseKind {
+    /// Open-loop traffic: requests arrive at `rate_per_s` (total) whatever the replies.
+    Steady {
+        rate_per_s: f64,
+        duration_ms: u64,
+        identities: Vec<u32>,
+    },
+    /// Closed-loop traffic: `requests` sent by `concurrency` clients as fast as replies come.
+    Burst {
+        requests: u64,
+        concurrency: u32,
+        identities: Vec<u32>,
+    },
+    /// No traffic at all.
+    Quiet { duration_ms: u64 },
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Fault {
+    ExpireBetweenRoundTrips(GapFault),
+    StallBetweenRoundTrips(GapFault),
+    MemoryPressure(MemoryPressure),
+}
+
+impl Fault {
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Self::ExpireBetweenRoundTrips(_) => "expire-between-round-trips",
+            Self::StallBetweenRoundTrips(_) => "stall-between-round-trips",
+            Self::MemoryPressure(_) => "memory-pressure",
+        }
+    }
+}
+
+/// A fault that strikes in the gap between two round trips of one request.
+#[derive(Debug, Clone, Serialize)]
+pub struct GapFault {
+    /// Only requests of this identity (any identity when absent).
+    pub identity: Option<u32>,
+    /// From this request of the identity on, counting from 1.
+    pub from_request: u64,
+    /// Only a gap followed by a round trip that sends this command (upper case).
+    pub before_command: Option<String>,
+    /// How many gaps to strike; `None` strikes every matching gap.
+    pub times: Option<u64>,
+    pub action: GapFaultAction,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum GapFaultAction {
+    /// The limiter's key expires (PEXPIRE 1, then confirmed gone) before the next round trip.
+    ExpireKey,
+    /// The client stalls this long before the next round trip.
+    Stall { stall_ms: u64 },
+}
+
+/// Cold cache entries written alongside a phase's requests to push memory over maxmemory.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryPressure {
+    pub phase: String,
+    pub value_bytes: u64,
+    /// Cache entries' TTL; 0 writes them without one.
+    pub ttl_s: u64,
+    pub writes_per_request: u32,
+    pub target: CacheTarget,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheTarget {
+    /// The cache shares the limiter's server (incident 2).
+    LimiterServer,
+    /// The cache has its own server, `[cache_server]` (incident 2's fix).
+    CacheServer,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckConfig {
+    pub invariants: Vec<Invariant>,
+    pub sample_interval_ms: u64,
+    pub ttl_slack_ms: u64,
+}
+
+/// An invariant the checker can judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Invariant {
+    TtlPresent,
+    TtlBounded,
+    NoCounterReset,
+    AdmittedWithinLimit,
+    NoLockout,
+}
+
+impl Invariant {
+    pub const ALL: [Invariant; 5] = [
+        Self::TtlPresent,
+        Self::TtlBounded,
+        Self::NoCounterReset,
+        Self::AdmittedWithinLimit,
+        Self::NoLockout,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::TtlPresent => "ttl-present",
+            Self::TtlBounded => "ttl-bounded",
+            Self::NoCounterReset => "no-counter-reset",
+            Self::AdmittedWithinLimit => "admitted-within-limit",
+            Self::NoLockout => "no-lockout",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|i| i.name() == name)
+    }
+
+    /// One line on what the invariant promises.
+    pub fn promise(self) -> &'static str {
+        match self {
+            Self::TtlPresent => "no limiter key exists without an expiry (PTTL -1)",
+            Self::TtlBounded => "no limiter key's TTL is longer than the window (plus the declared slack)",
+            Self::NoCounterReset => "a counter never disappears or drops while its window is live",
+            Self::AdmittedWithinLimit => "an identity is never admitted more than the algorithm's bound allows",
+            Self::NoLockout => "after a quiet period of one window, an identity is admitted again",
+        }
+    }
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,564 @@
+//! Resolve a parsed [`ScenarioFile`] into a validated [`Scenario`]; every rejection points
+//! at the value that caused it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use toml::Spanned;
+
+use super::error::ScenarioError;
+use super::file::{CheckFile, FaultFile, LimitFile, PhaseFile, ScenarioFile, ServerFile};
+use super::model::{
+    CacheTarget, CheckConfig, Fault, GapFault, GapFaultAction, Invariant, Limit, MemoryPressure, Phase, PhaseKind,
+    Scenario, ServerConfig,
+};
+
+const POLICIES: [&str; 8] = [
+    "noeviction",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+];
+
+/// Parameters the harness sets itself; a scenario may not override them.
+const RESERVED: [&str; 6] = [
+    "notify-keyspace-events",
+    "port",
+    "bind",
+    "protected-mode",
+    "dir",
+    "requirepass",
+];
+
+/// Where an error lands: the file's path and text.
+pub(super) struct Source<'a> {
+    pub path: &'a Path,
+    pub text: &'a str,
+}
+
+impl Source<'_> {
+    fn error<T>(&self, spanned: &Spanned<T>, message: impl Into<String>) -> ScenarioError {
+        ScenarioError::at(self.path, self.text, Some(spanned.span()), message)
+    }
+
+    fn positive(&self, value: &Spanned<i64>, what: &str) -> Result<u64, ScenarioError> {
+        u64::try_from(*value.get_ref()).ok().filter(|v| *v > 0).ok_or_else(|| {
+            self.error(value, format!("{what} must be a positive whole number"))
+                .with_help(format!("write e.g. `{what} = 1000`"))
+        })
+    }
+
+    fn in_range(
+        &self,
+        value: &Spanned<i64>,
+        what: &str,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<u64, ScenarioError> {
+        u64::try_from(*value.get_ref())
+            .ok()
+            .filter(|v| range.contains(v))
+            .ok_or_else(|| {
+                self.error(
+                    value,
+                    format!(
+                        "{what} = {} is out of range; it must be between {} and {}",
+                        value.get_ref(),
+                        range.start(),
+                        range.end()
+                    ),
+                )
+            })
+    }
+
+    fn not_for<T>(
+        &self,
+        value: &Option<Spanned<T>>,
+        field: &str,
+        kind: &str,
+        takes: &str,
+    ) -> Result<(), ScenarioError> {
+        match value {
+            Some(v) => Err(self
+                .error(v, format!("`{field}` does not apply to a {kind}"))
+                .with_help(format!("a {kind} takes: {takes}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+pub(super) fn resolve(file: &ScenarioFile, src: &Source<'_>) -> Result<Scenario, ScenarioError> {
+    let name = resolve_name(&file.name, src)?;
+    let limit = resolve_limit(&file.limit, src)?;
+    let server = match &file.server {
+        Some(server) => resolve_server(server.get_ref(), src)?,
+        None => ServerConfig::default(),
+    };
+    let cache_server = file
+        .cache_server
+        .as_ref()
+        .map(|s| resolve_server(s.get_ref(), src))
+        .transpose()?;
+    let phases = resolve_phases(file, &limit, src)?;
+    let faults = file
+        .faults
+        .iter()
+        .map(|f| resolve_fault(f, &limit, &phases, file.cache_server.is_some(), src))
+        .collect::<Result<Vec<_>, _>>()?;
+    let check = resolve_check(file.check.get_ref(), &limit, src)?;
+    Ok(Scenario {
+        name,
+        about: file.about.trim().to_owned(),
+        seed: file.seed,
+        source: src.path.to_owned(),
+        server,
+        cache_server,
+        limit,
+        phases,
+        faults,
+        check,
+    })
+}
+
+fn resolve_name(name: &Spanned<String>, src: &Source<'_>) -> Result<String, ScenarioError> {
+    let ok = !name.get_ref().is_empty()
+        && name
+            .get_ref()
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(name.get_ref().clone())
+    } else {
+        Err(src
+            .error(name, "a scenario name is lower-case letters, digits and dashes")
+            .with_help("e.g. `name = \"immortal-counter\"`"))
+    }
+}
+
+fn resolve_limit(limit: &Spanned<LimitFile>, src: &Source<'_>) -> Result<Limit, ScenarioError> {
+    let file = limit.get_ref();
+    let requests_max = src.positive(&file.requests_max, "requests_max")?;
+    let window_ms = src.in_range(&file.window_ms, "window_ms", 50..=86_400_000)?;
+    let identities = match &file.identities {
+        Some(n) => src.in_range(n, "identities", 1..=1_000_000)? as u32,
+        None => 1,
+    };
+    let key_prefix = match &file.key_prefix {
+        Some(prefix) => {
+            let p = prefix.get_ref();
+            if p.is_empty() || p.chars().any(|c| "*?[]\\ ".contains(c) || c.is_control()) {
+                return Err(src
+                    .error(
+                        prefix,
+                        "key_prefix must be non-empty, without spaces or glob characters (* ? [ ] \\)",
+                    )
+                    .with_help("the observer finds the limiter's keys with `SCAN MATCH <prefix>*`"));
+            }
+            p.clone()
+        }
+        None => "rl:".to_owned(),
+    };
+    Ok(Limit {
+        requests_max,
+        window_ms,
+        identities,
+        key_prefix,
+    })
+}
+
+fn resolve_server(file: &ServerFile, src: &Source<'_>) -> Result<ServerConfig, ScenarioError> {
+    let mut settings = BTreeMap::new();
+    if let Some(mem) = &file.maxmemory {
+        check_memory(mem, src)?;
+        settings.insert("maxmemory".to_owned(), mem.get_ref().to_lowercase());
+    }
+    if let Some(policy) = &file.maxmemory_policy {
+        if !POLICIES.contains(&policy.get_ref().as_str()) {
+            return Err(src
+                .error(policy, format!("unknown maxmemory_policy `{}`", policy.get_ref()))
+                .with_help(format!("one of: {}", POLICIES.join(", "))));
+        }
+        settings.insert("maxmemory-policy".to_owned(), policy.get_ref().clone());
+    }
+    for (key, value) in &file.config {
+        let name = key.get_ref().to_lowercase();
+        if RESERVED.contains(&name.as_str()) {
+            return Err(src
+                .error(key, format!("`{name}` is set by the harness itself"))
+                .with_help("remove it from [server.config]"));
+        }
+        if name == "maxmemory" || name == "maxmemory-policy" {
+            return Err(src
+                .error(
+                    key,
+                    format!("set `{name}` with the `{}` field of [server]", name.replace('-', "_")),
+                )
+                .with_help("e.g. `maxmemory = \"4mb\"`"));
+        }
+        settings.insert(name, value.get_ref().clone());
+    }
+    Ok(ServerConfig { settings })
+}
+
+fn check_memory(mem: &Spanned<String>, src: &Source<'_>) -> Result<(), ScenarioError> {
+    let text = mem.get_ref().to_lowercase();
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &text[digits.len()..];
+    let ok = !digits.is_empty()
+        && digits.chars().all(|c| c.is_ascii_digit())
+        && ["", "b", "k", "kb", "m", "mb", "g", "gb"].contains(&unit);
+    if ok {
+        Ok(())
+    } else {
+        Err(src
+            .error(
+                mem,
+                format!("`{}` is not a memory size Redis understands", mem.get_ref()),
+            )
+            .with_help("write e.g. \"4mb\", \"512kb\" or \"1gb\""))
+    }
+}
+
+fn resolve_phases(file: &ScenarioFile, limit: &Limit, src: &Source<'_>) -> Result<Vec<Phase>, ScenarioError> {
+    if file.phases.is_empty() {
+        return Err(src
+            .error(&file.name, "the scenario has no [[phase]]")
+            .with_help("add e.g. [[phase]] kind = \"steady\" rate_per_s = 100 duration_ms = 3000"));
+    }
+    let mut names = BTreeSet::new();
+    let mut phases = Vec::new();
+    for (index, phase) in file.phases.iter().enumerate() {
+        let resolved = resolve_phase(phase.get_ref(), index, limit, src)?;
+        if !names.insert(resolved.name.clone()) {
+            let at = phase.get_ref().name.as_ref().map_or(phase.span(), |n| n.span());
+            return Err(ScenarioError::at(
+                src.path,
+                src.text,
+                Some(at),
+                format!("two phases are named `{}`", resolved.name),
+            )
+            .with_help("give each phase its own name"));
+        }
+        phases.push(resolved);
+    }
+    Ok(phases)
+}
+
+fn resolve_phase(phase: &PhaseFile, index: usize, limit: &Limit, src: &Source<'_>) -> Result<Phase, ScenarioError> {
+    let kind_name = phase.kind.get_ref().as_str();
+    let kind = match kind_name {
+        "steady" => resolve_steady(phase, limit, src)?,
+        "burst" => resolve_burst(phase, limit, src)?,
+        "quiet" => resolve_quiet(phase, src)?,
+        other => {
+            return Err(src
+                .error(&phase.kind, format!("unknown phase kind `{other}`"))
+                .with_help("one of: steady, burst, quiet"));
+        }
+    };
+    let name = match &phase.name {
+        Some(n) if n.get_ref().trim().is_empty() => {
+            return Err(src.error(n, "a phase name may not be empty"));
+        }
+        Some(n) => n.get_ref().clone(),
+        None => format!("{kind_name}-{}", index + 1),
+    };
+    Ok(Phase { name, kind })
+}
+
+const STEADY_TAKES: &str = "name, rate_per_s, duration_ms, identities";
+const BURST_TAKES: &str = "name, requests, concurrency, identities";
+const QUIET_TAKES: &str = "name, duration_ms";
+
+fn resolve_steady(p: &PhaseFile, limit: &Limit, src: &Source<'_>) -> Result<PhaseKind, ScenarioError> {
+    src.not_for(&p.requests, "requests", "steady phase", STEADY_TAKES)?;
+    src.not_for(&p.concurrency, "concurrency", "steady phase", STEADY_TAKES)?;
+    let rate = p.rate_per_s.as_ref().ok_or_else(|| {
+        src.error(&p.kind, "a steady phase needs `rate_per_s`")
+            .with_help("e.g. `rate_per_s = 100` (requests per second, all identities together)")
+    })?;
+    if !(rate.get_ref().is_finite() && *rate.get_ref() > 0.0 && *rate.get_ref() <= 1_000_000.0) {
+        return Err(src.error(rate, "rate_per_s must be above 0 and at most 1000000"));
+    }
+    let duration = p.duration_ms.as_ref().ok_or_else(|| {
+        src.error(&p.kind, "a steady phase needs `duration_ms`")
+            .with_help("e.g. `duration_ms = 3000`")
+    })?;
+    Ok(PhaseKind::Steady {
+        rate_per_s: *rate.get_ref(),
+        duration_ms: src.in_range(duration, "duration_ms", 1..=3_600_000)?,
+        identities: resolve_identities(p.identities.as_ref(), limit, src)?,
+    })
+}
+
+fn resolve_burst(p: &PhaseFile, limit: &Limit, src: &Source<'_>) -> Result<PhaseKind, ScenarioError> {
+    src.not_for(&p.rate_per_s, "rate_per_s", "burst phase", BURST_TAKES)?;
+    src.not_for(&p.duration_ms, "duration_ms", "burst phase", BURST_TAKES)?;
+    let requests = p.requests.as_ref().ok_or_else(|| {
+        src.error(&p.kind, "a burst phase needs `requests`")
+            .with_help("e.g. `requests = 20000` (sent as fast as replies come)")
+    })?;
+    let concurrency = match &p.concurrency {
+        Some(c) => src.in_range(c, "concurrency", 1..=1024)? as u32,
+        None => 1,
+    };
+    Ok(PhaseKind::Burst {
+        requests: src.in_range(requests, "requests", 1..=100_000_000)?,
+        concurrency,
+        identities: resolve_identities(p.identities.as_ref(), limit, src)?,
+    })
+}
+
+fn resolve_quiet(p: &PhaseFile, src: &Source<'_>) -> Result<PhaseKind, ScenarioError> {
+    src.not_for(&p.rate_per_s, "rate_per_s", "quiet phase", QUIET_TAKES)?;
+    src.not_for(&p.requests, "requests", "quiet phase", QUIET_TAKES)?;
+    src.not_for(&p.concurrency, "concurrency", "quiet phase", QUIET_TAKES)?;
+    src.not_for(&p.identities, "identities", "quiet phase", QUIET_TAKES)?;
+    let duration = p.duration_ms.as_ref().ok_or_else(|| {
+        src.error(&p.kind, "a quiet phase needs `duration_ms`")
+            .with_help("e.g. `duration_ms = 1200` (at least one window for no-lockout)")
+    })?;
+    Ok(PhaseKind::Quiet {
+        duration_ms: src.in_range(duration, "duration_ms", 1..=3_600_000)?,
+    })
+}
+
+fn resolve_identities(
+    ids: Option<&Spanned<Vec<i64>>>,
+    limit: &Limit,
+    src: &Source<'_>,
+) -> Result<Vec<u32>, ScenarioError> {
+    let Some(ids) = ids else {
+        return Ok((0..limit.identities).collect());
+    };
+    if ids.get_ref().is_empty() {
+        return Err(src.error(ids, "identities may not be empty; leave it out to use all identities"));
+    }
+    ids.get_ref()
+        .iter()
+        .map(|&id| {
+            u32::try_from(id)
+                .ok()
+                .filter(|id| *id < limit.identities)
+                .ok_or_else(|| {
+                    src.error(ids, format!("identity {id} does not exist"))
+                        .with_help(format!(
+                            "identities are numbered 0 to {} ([limit] identities = {})",
+                            limit.identities - 1,
+                            limit.identities
+                        ))
+                })
+        })
+        .collect()
+}
+
+const GAP_TAKES: &str = "identity, request, before_command, times";
+const STALL_TAKES: &str = "identity, request, before_command, times, stall_ms";
+const PRESSURE_TAKES: &str = "phase, value_bytes, ttl_s, writes_per_request, target";
+
+fn resolve_fault(
+    fault: &Spanned<FaultFile>,
+    limit: &Limit,
+    phases: &[Phase],
+    has_cache_server: bool,
+    src: &Source<'_>,
+) -> Result<Fault, ScenarioError> {
+    let f = fault.get_ref();
+    match f.kind.get_ref().as_str() {
+        "expire-between-round-trips" => {
+            src.not_for(&f.stall_ms, "stall_ms", "expire-between-round-trips fault", GAP_TAKES)?;
+            reject_pressure_fields(f, "expire-between-round-trips fault", GAP_TAKES, src)?;
+            Ok(Fault::ExpireBetweenRoundTrips(resolve_gap(
+                f,
+                limit,
+                GapFaultAction::ExpireKey,
+                src,
+            )?))
+        }
+        "stall-between-round-trips" => {
+            reject_pressure_fields(f, "stall-between-round-trips fault", STALL_TAKES, src)?;
+            let stall = f.stall_ms.as_ref().ok_or_else(|| {
+                src.error(&f.kind, "a stall-between-round-trips fault needs `stall_ms`")
+                    .with_help("e.g. `stall_ms = 1000` (as long as the window lets the key expire)")
+            })?;
+            let stall_ms = src.in_range(stall, "stall_ms", 1..=600_000)?;
+            Ok(Fault::StallBetweenRoundTrips(resolve_gap(
+                f,
+                limit,
+                GapFaultAction::Stall { stall_ms },
+                src,
+            )?))
+        }
+        "memory-pressure" => resolve_pressure(f, phases, has_cache_server, src).map(Fault::MemoryPressure),
+        other => Err(src
+            .error(&f.kind, format!("unknown fault kind `{other}`"))
+            .with_help("one of: expire-between-round-trips, stall-between-round-trips, memory-pressure")),
+    }
+}
+
+fn reject_pressure_fields(f: &FaultFile, kind: &str, takes: &str, src: &Source<'_>) -> Result<(), ScenarioError> {
+    src.not_for(&f.phase, "phase", kind, takes)?;
+    src.not_for(&f.value_bytes, "value_bytes", kind, takes)?;
+    src.not_for(&f.ttl_s, "ttl_s", kind, takes)?;
+    src.not_for(&f.writes_per_request, "writes_per_request", kind, takes)?;
+    src.not_for(&f.target, "target", kind, takes)
+}
+
+fn resolve_gap(
+    f: &FaultFile,
+    limit: &Limit,
+    action: GapFaultAction,
+    src: &Source<'_>,
+) -> Result<GapFault, ScenarioError> {
+    let identity = match &f.identity {
+        Some(id) => Some(
+            u32::try_from(*id.get_ref())
+                .ok()
+                .filter(|id| *id < limit.identities)
+                .ok_or_else(|| {
+                    src.error(id, format!("identity {} does not exist", id.get_ref()))
+                        .with_help(format!("identities are numbered 0 to {}", limit.identities - 1))
+                })?,
+        ),
+        None => None,
+    };
+    let from_request = match &f.request {
+        Some(r) => src.positive(r, "request")?,
+        None => 1,
+    };
+    let before_command = match &f.before_command {
+        Some(c) if c.get_ref().is_empty() || c.get_ref().contains(char::is_whitespace) => {
+            return Err(src.error(c, "before_command is one command name, e.g. \"INCR\""));
+        }
+        Some(c) => Some(c.get_ref().to_uppercase()),
+        None => None,
+    };
+    let times = match &f.times {
+        Some(t) if *t.get_ref() == 0 => None,
+        Some(t) => Some(src.positive(t, "times")?),
+        None => Some(1),
+    };
+    Ok(GapFault {
+        identity,
+        from_request,
+        before_command,
+        times,
+        action,
+    })
+}
+
+fn resolve_pressure(
+    f: &FaultFile,
+    phases: &[Phase],
+    has_cache_server: bool,
+    src: &Source<'_>,
+) -> Result<MemoryPressure, ScenarioError> {
+    let kind = "memory-pressure fault";
+    src.not_for(&f.identity, "identity", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.request, "request", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.before_command, "before_command", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.times, "times", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.stall_ms, "stall_ms", kind, PRESSURE_TAKES)?;
+    let phase = f.phase.as_ref().ok_or_else(|| {
+        src.error(
+            &f.kind,
+            "a memory-pressure fault needs `phase`: the phase whose requests write the cache",
+        )
+        .with_help("e.g. `phase = \"import\"` naming a steady or burst [[phase]]")
+    })?;
+    match phases.iter().find(|p| &p.name == phase.get_ref()) {
+        Some(Phase {
+            kind: PhaseKind::Quiet { .. },
+            ..
+        }) => {
+            return Err(src.error(
+                phase,
+                format!(
+                    "phase `{}` is quiet: it sends no requests to write alongside",
+                    phase.get_ref()
+                ),
+            ));
+        }
+        Some(_) => {}
+        None => {
+            let known: Vec<_> = phases.iter().map(|p| p.name.as_str()).collect();
+            return Err(src
+                .error(phase, format!("no phase is named `{}`", phase.get_ref()))
+                .with_help(format!("phases: {}", known.join(", "))));
+        }
+    }
+    let target = match f.target.as_ref().map(|t| t.get_ref().as_str()) {
+        None | Some("limiter-server") => CacheTarget::LimiterServer,
+        Some("cache-server") if has_cache_server => CacheTarget::CacheServer,
+        Some("cache-server") => {
+            return Err(src
+                .error(
+                    f.target.as_ref().expect("matched Some"),
+                    "target = \"cache-server\" needs a [cache_server] table",
+                )
+                .with_help("add [cache_server] with its maxmemory and maxmemory_policy"));
+        }
+        Some(other) => {
+            return Err(src
+                .error(
+                    f.target.as_ref().expect("matched Some"),
+                    format!("unknown target `{other}`"),
+                )
+                .with_help("one of: limiter-server, cache-server"));
+        }
+    };
+    Ok(MemoryPressure {
+        phase: phase.get_ref().clone(),
+        value_bytes: match &f.value_bytes {
+            Some(v) => src.in_range(v, "value_bytes", 1..=1_048_576)?,
+            None => 1024,
+        },
+        ttl_s: match &f.ttl_s {
+            Some(v) => src.in_range(v, "ttl_s", 0..=315_360_000)?,
+            None => 604_800,
+        },
+        writes_per_request: match &f.writes_per_request {
+            Some(v) => src.in_range(v, "writes_per_request", 1..=1000)? as u32,
+            None => 1,
+        },
+        target,
+    })
+}
+
+fn resolve_check(file: &CheckFile, limit: &Limit, src: &Source<'_>) -> Result<CheckConfig, ScenarioError> {
+    let mut invariants = Vec::new();
+    for name in file.invariants.get_ref() {
+        let invariant = Invariant::from_name(name.get_ref()).ok_or_else(|| {
+            let known: Vec<_> = Invariant::ALL.iter().map(|i| i.name()).collect();
+            src.error(name, format!("unknown invariant `{}`", name.get_ref()))
+                .with_help(format!("one of: {}", known.join(", ")))
+        })?;
+        if invariants.contains(&invariant) {
+            return Err(src.error(name, format!("invariant `{invariant}` is listed twice")));
+        }
+        invariants.push(invariant);
+    }
+    if invariants.is_empty() {
+        return Err(src
+            .error(
+                &file.invariants,
+                "[check] invariants is empty: a run must check something",
+            )
+            .with_help("e.g. invariants = [\"ttl-present\", \"no-counter-reset\"]"));
+    }
+    let default_interval = (limit.window_ms / 4).clamp(20, 250);
+    Ok(CheckConfig {
+        invariants,
+        sample_interval_ms: match &file.sample_interval_ms {
+            Some(v) => src.in_range(v, "sample_interval_ms", 5..=60_000)?,
+            None => default_interval,
+        },
+        ttl_slack_ms: match &file.ttl_slack_ms {
+            Some(v) => src.in_range(v, "ttl_slack_ms", 0..=86_400_000)?,
+            None => 0,
+        },
+    })
+}
