@@ -37,8 +37,10 @@ impl Limiter for MultiIncrExpireNx {
 
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {
         let mut pipe = redis::pipe();
+        // `Pipeline::incr` would send INCRBY; the fix is written with INCR.
         pipe.atomic()
-            .incr(key, 1)
+            .cmd("INCR")
+            .arg(key)
             .cmd("PEXPIRE")
             .arg(key)
             .arg(limit.window_ms)
