@@ -138,7 +138,8 @@ mod tests {
     fn summaries_name_commands_and_keys() {
         let mut pipe = redis::pipe();
         pipe.atomic()
-            .incr("rl:0", 1)
+            .cmd("INCR")
+            .arg("rl:0")
             .cmd("PEXPIRE")
             .arg("rl:0")
             .arg(1000)
