@@ -1,1 +1,251 @@
-//! backends
+//! Where Redis runs: containers carry labels and are removed, `clean` removes leftovers,
+//! a server the harness did not start is never reconfigured or flooded without consent,
+//! and a run that loses its server ends Unknown with its history saved.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use limiter_harness::SetupError;
+use limiter_harness::backend::{LABEL_RUN, UrlBackend, clean};
+use limiter_harness::checker::Verdict;
+use limiter_harness::history::{Event, ServerRole, read_history};
+use limiter_harness::limiter::builtin;
+use limiter_harness::runner::{self, RunConfig};
+use limiter_harness::scenario::{Scenario, parse_scenario};
+use limiter_harness_tests::{Kind, TestServer, backend, scenario};
+use testcontainers::bollard::query_parameters::ListContainersOptionsBuilder;
+
+async fn containers_of_run(run_id: &str) -> usize {
+    let docker = testcontainers::core::client::docker_client_instance().await.unwrap();
+    let filters = HashMap::from([("label".to_owned(), vec![format!("{LABEL_RUN}={run_id}")])]);
+    let options = ListContainersOptionsBuilder::new().all(true).filters(&filters).build();
+    docker.list_containers(Some(options)).await.unwrap().len()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn containers_are_labelled_answer_and_are_removed_on_stop() {
+    let Some(backend) = backend(Kind::Container).await else {
+        return;
+    };
+    let run_id = format!("smoke-{}", std::process::id());
+    let server = backend.start(ServerRole::Limiter, &run_id).await.unwrap();
+    assert!(
+        server.describe().contains("limiter-harness/redis:"),
+        "{}",
+        server.describe()
+    );
+    let mut conn = runner::connect(server.url()).await.unwrap();
+    let pong: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+    assert_eq!(pong, "PONG");
+    assert_eq!(containers_of_run(&run_id).await, 1);
+    server.stop().await.unwrap();
+    assert_eq!(containers_of_run(&run_id).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clean_removes_leftover_containers_and_processes() {
+    // The run id names its owner's pid; this one names no live process: a crashed run.
+    let run_id = format!("999999999-leftover-{}", std::process::id());
+    let Some(containers) = backend(Kind::Container).await else {
+        return;
+    };
+    let container = containers.start(ServerRole::Limiter, &run_id).await.unwrap();
+    let process = backend(Kind::Process)
+        .await
+        .unwrap()
+        .start(ServerRole::Limiter, &run_id)
+        .await
+        .unwrap();
+    let pid: i32 = process.describe().split_whitespace().nth(1).unwrap().parse().unwrap();
+    // A crashed run: nothing stops these servers.
+    std::mem::forget(container);
+    std::mem::forget(process);
+    assert_eq!(containers_of_run(&run_id).await, 1);
+
+    let summary = clean(false).await;
+    assert!(!summary.containers_removed.is_empty(), "{summary:?}");
+    assert!(summary.processes_killed.contains(&(pid as u32)), "{summary:?}");
+    assert_eq!(containers_of_run(&run_id).await, 0);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(
+        state.is_empty() || state.contains(") Z "),
+        "process {pid} still running: {state}"
+    );
+}
+
+fn quiet_scenario(extra: &str) -> Scenario {
+    let text = format!(
+        "name = \"u\"\n{extra}\n[limit]\nrequests_max = 5\nwindow_ms = 500\nkey_prefix = \"harness-test:\"\n[[phase]]\nkind = \"steady\"\nrate_per_s = 50\nduration_ms = 600\n[check]\ninvariants = [\"ttl-present\", \"admitted-within-limit\"]\n"
+    );
+    parse_scenario(Path::new("inline.toml"), &text).unwrap()
+}
+
+fn url_run(scenario: Scenario, url: &str, dir: &Path, allow: bool) -> RunConfig {
+    RunConfig {
+        scenario,
+        limiter: builtin("multi-incr-expire-nx").unwrap(),
+        backend: Arc::new(UrlBackend::new(url.to_owned())),
+        seed: 1,
+        report_dir: dir.to_owned(),
+        allow_reconfigure: allow,
+        show_progress: false,
+        reproduce: "(test)".into(),
+    }
+}
+
+async fn config_get(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> String {
+    let pair: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query_async(conn)
+        .await
+        .unwrap();
+    pair[1].clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_the_harness_did_not_start_is_left_as_found() {
+    let Some(server) = TestServer::start(Kind::Process).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let dir = tempfile::tempdir().unwrap();
+
+    let refused = runner::run(url_run(
+        scenario("shared-cache-eviction"),
+        &server.url,
+        dir.path(),
+        false,
+    ))
+    .await;
+    let Err(SetupError::UrlRefused { reasons, .. }) = refused else {
+        panic!("expected a refusal, got {refused:?}")
+    };
+    assert!(
+        reasons.contains("maxmemory-policy") && reasons.contains("memory-pressure"),
+        "{reasons}"
+    );
+    assert_eq!(config_get(&mut conn, "maxmemory-policy").await, "noeviction");
+    assert_eq!(config_get(&mut conn, "maxmemory").await, "0");
+
+    let () = redis::cmd("SET")
+        .arg("someone-elses-key")
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let outcome = runner::run(url_run(quiet_scenario(""), &server.url, dir.path(), false))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.report.verdict,
+        Verdict::Valid,
+        "{:#?}",
+        outcome.report.invariants
+    );
+    assert!(
+        outcome
+            .report
+            .problems
+            .iter()
+            .any(|p| p.contains("keyspace notifications are off")),
+        "{:?}",
+        outcome.report.problems
+    );
+    assert_eq!(
+        config_get(&mut conn, "notify-keyspace-events").await,
+        "",
+        "not reconfigured"
+    );
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(&mut conn).await.unwrap();
+    assert_eq!(
+        keys,
+        ["someone-elses-key"],
+        "the run's own keys are gone, nothing else touched"
+    );
+
+    let () = redis::cmd("SET")
+        .arg("harness-test:0")
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let refused = runner::run(url_run(quiet_scenario(""), &server.url, dir.path(), false)).await;
+    assert!(
+        matches!(refused, Err(SetupError::UrlRefused { ref reasons, .. }) if reasons.contains("already exist")),
+        "{refused:?}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allow_reconfigure_applies_the_scenario_and_restores_the_settings() {
+    let Some(server) = TestServer::start(Kind::Process).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = quiet_scenario("[server]\nmaxmemory_policy = \"allkeys-lru\"");
+    let outcome = runner::run(url_run(scenario, &server.url, dir.path(), true))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.report.verdict,
+        Verdict::Valid,
+        "{:#?}",
+        outcome.report.invariants
+    );
+    assert!(
+        outcome
+            .report
+            .server
+            .settings
+            .contains(&"maxmemory-policy allkeys-lru".to_owned())
+    );
+    assert_eq!(
+        config_get(&mut conn, "maxmemory-policy").await,
+        "noeviction",
+        "restored"
+    );
+    assert_eq!(config_get(&mut conn, "notify-keyspace-events").await, "", "restored");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn losing_the_server_mid_run_is_unknown_with_the_history_saved() {
+    let Some(server) = TestServer::start(Kind::Process).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut scenario = quiet_scenario("");
+    scenario.phases[0].kind = limiter_harness::scenario::PhaseKind::Steady {
+        rate_per_s: 50.0,
+        duration_ms: 2_000,
+        identities: vec![0],
+    };
+    let config = url_run(scenario, &server.url, dir.path(), true);
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        server.stop().await;
+    });
+    let outcome = runner::run(config)
+        .await
+        .expect("the run ends with a report, not an error");
+    killer.await.unwrap();
+    assert_eq!(
+        outcome.report.verdict,
+        Verdict::Unknown,
+        "{:#?}",
+        outcome.report.invariants
+    );
+    assert!(outcome.report.observed.counts.indeterminate > 0);
+    let history = read_history(&dir.path().join("history.jsonl")).unwrap();
+    assert!(matches!(history.first(), Some(Event::Run { .. })));
+    assert!(history.iter().any(|e| matches!(e, Event::Problem { fatal: true, .. })));
+    let invokes = history.iter().filter(|e| matches!(e, Event::Invoke { .. })).count();
+    let completes = history.iter().filter(|e| matches!(e, Event::Complete { .. })).count();
+    assert_eq!(invokes, completes, "every invocation has its one completion");
+}

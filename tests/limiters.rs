@@ -1,1 +1,174 @@
-//! limiters
+//! The built-in limiters against a real Redis server (a container the test starts):
+//! their decisions, counts, TTLs and round trips.
+
+use std::time::Duration;
+
+use limiter_harness::limiter::{BUILTIN_NAMES, Decision, Limiter, RequestCtx, Wire, builtin};
+use limiter_harness::nemesis::NoFaults;
+use limiter_harness::scenario::Limit;
+use limiter_harness_tests::{Kind, TestServer};
+use redis::aio::MultiplexedConnection;
+
+fn limit(window_ms: u64) -> Limit {
+    Limit {
+        requests_max: 10,
+        window_ms,
+        identities: 1,
+        key_prefix: "rl:".into(),
+    }
+}
+
+async fn acquire(
+    limiter: &dyn Limiter,
+    conn: &mut MultiplexedConnection,
+    key: &str,
+    limit: &Limit,
+) -> (Decision, Vec<String>) {
+    let ctx = RequestCtx {
+        id: 0,
+        identity: 0,
+        ordinal: 1,
+        key: key.to_owned(),
+    };
+    let mut wire = Wire::new(conn, &NoFaults, &ctx);
+    let decision = limiter.acquire(&mut wire, key, limit).await.expect("a decision");
+    (decision, wire.into_trips())
+}
+
+async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_builtin_admits_the_limit_then_rejects_with_a_bounded_ttl() {
+    let Some(server) = TestServer::start(Kind::Container).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let limit = limit(5_000);
+    for name in BUILTIN_NAMES {
+        let limiter = builtin(name).unwrap();
+        limiter.prepare(&mut conn, &limit).await.unwrap();
+        let key = format!("admit:{name}");
+        let mut decisions = Vec::new();
+        for _ in 0..15 {
+            decisions.push(acquire(limiter.as_ref(), &mut conn, &key, &limit).await.0);
+        }
+        let allowed: Vec<bool> = decisions.iter().map(|d| d.allowed).collect();
+        assert_eq!(allowed, [vec![true; 10], vec![false; 5]].concat(), "{name}");
+        let counts: Vec<i64> = decisions.iter().take(10).map(|d| d.count.unwrap()).collect();
+        assert_eq!(counts, (1..=10).collect::<Vec<_>>(), "{name} reports the count it saw");
+        let ttl = pttl(&mut conn, &key).await;
+        assert!(ttl > 0 && ttl <= 5_000, "{name}: PTTL {ttl}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_builtin_admits_again_once_its_window_expires() {
+    let Some(server) = TestServer::start(Kind::Container).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let limit = limit(200);
+    for name in BUILTIN_NAMES {
+        let limiter = builtin(name).unwrap();
+        limiter.prepare(&mut conn, &limit).await.unwrap();
+        let key = format!("window:{name}");
+        for _ in 0..12 {
+            acquire(limiter.as_ref(), &mut conn, &key, &limit).await;
+        }
+        assert!(
+            !acquire(limiter.as_ref(), &mut conn, &key, &limit).await.0.allowed,
+            "{name} rejects over the limit"
+        );
+        tokio::time::sleep(Duration::from_millis(260)).await;
+        let (decision, _) = acquire(limiter.as_ref(), &mut conn, &key, &limit).await;
+        assert_eq!(
+            (decision.allowed, decision.count),
+            (true, Some(1)),
+            "{name} starts a new window"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn round_trips_are_the_documented_command_sequences() {
+    let Some(server) = TestServer::start(Kind::Container).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let limit = Limit {
+        requests_max: 2,
+        ..limit(5_000)
+    };
+    let expected: [(&str, [&[&str]; 3]); 4] = [
+        ("get-then-incr", [&["GET", "SET"], &["GET", "INCR"], &["GET"]]),
+        ("incr-then-expire", [&["INCR", "PEXPIRE"], &["INCR"], &["INCR"]]),
+        (
+            "multi-incr-expire-nx",
+            [
+                &["MULTI INCR PEXPIRE EXEC"],
+                &["MULTI INCR PEXPIRE EXEC"],
+                &["MULTI INCR PEXPIRE EXEC"],
+            ],
+        ),
+        ("lua-fixed-window", [&["EVALSHA"], &["EVALSHA"], &["EVALSHA"]]),
+    ];
+    for (name, trips) in expected {
+        let limiter = builtin(name).unwrap();
+        limiter.prepare(&mut conn, &limit).await.unwrap();
+        for want in trips {
+            let (_, got) = acquire(limiter.as_ref(), &mut conn, &format!("trips:{name}"), &limit).await;
+            assert_eq!(got, want, "{name}");
+        }
+        assert!(limiter.round_trips_max() as usize >= trips.iter().map(|t| t.len()).max().unwrap());
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_fixes_repair_a_key_that_lost_its_ttl() {
+    let Some(server) = TestServer::start(Kind::Container).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let limit = limit(1_000);
+    let repairs = [
+        ("get-then-incr", false),
+        ("incr-then-expire", false),
+        ("multi-incr-expire-nx", true),
+        ("lua-fixed-window", true),
+    ];
+    for (name, heals) in repairs {
+        let limiter = builtin(name).unwrap();
+        limiter.prepare(&mut conn, &limit).await.unwrap();
+        let key = format!("immortal:{name}");
+        let () = redis::cmd("SET").arg(&key).arg(3).query_async(&mut conn).await.unwrap();
+        acquire(limiter.as_ref(), &mut conn, &key, &limit).await;
+        let ttl = pttl(&mut conn, &key).await;
+        assert_eq!(
+            ttl > 0,
+            heals,
+            "{name}: PTTL {ttl} after one request on a key without TTL"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lua_fixed_window_reloads_its_script_after_script_flush() {
+    let Some(server) = TestServer::start(Kind::Container).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let limit = limit(1_000);
+    let limiter = builtin("lua-fixed-window").unwrap();
+    limiter.prepare(&mut conn, &limit).await.unwrap();
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut conn).await.unwrap();
+    let (decision, trips) = acquire(limiter.as_ref(), &mut conn, "flushed", &limit).await;
+    assert_eq!((decision.allowed, decision.count), (true, Some(1)));
+    assert_eq!(trips, ["EVALSHA", "SCRIPT", "EVALSHA"]);
+    server.stop().await;
+}

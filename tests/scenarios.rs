@@ -1,1 +1,128 @@
-//! scenarios
+//! The shipped scenarios end to end against real servers, on both backends that start
+//! their own: the verdicts the core issue promises, with the evidence that backs them.
+
+use limiter_harness::checker::{CheckResult, Verdict};
+use limiter_harness::report::Report;
+use limiter_harness::scenario::Invariant;
+use limiter_harness_tests::{Kind, run, scenario};
+
+fn result(report: &Report, invariant: Invariant) -> &CheckResult {
+    report
+        .invariants
+        .iter()
+        .find(|c| c.invariant == invariant)
+        .expect("invariant checked")
+}
+
+fn kinds(report: &Report, invariant: Invariant) -> Vec<String> {
+    result(report, invariant)
+        .anomalies
+        .iter()
+        .map(|a| a.kind.clone())
+        .collect()
+}
+
+async fn immortal_counter(kind: Kind) {
+    let Some((bad, _dir)) = run(scenario("immortal-counter"), "get-then-incr", kind).await else {
+        return;
+    };
+    assert_eq!(bad.verdict, Verdict::Invalid);
+    assert_eq!(kinds(&bad, Invariant::TtlPresent), ["immortal-key"]);
+    let immortal = &result(&bad, Invariant::TtlPresent).anomalies[0];
+    assert_eq!(immortal.key, "rl:0");
+    assert!(immortal.seen[0].starts_with("PTTL -1"), "{:?}", immortal.seen);
+    assert_eq!(kinds(&bad, Invariant::NoLockout), ["lockout"]);
+    assert_eq!(bad.faults[0].fired, 1);
+
+    for good in ["multi-incr-expire-nx", "lua-fixed-window"] {
+        let (report, _dir) = run(scenario("immortal-counter"), good, kind)
+            .await
+            .expect("backend available");
+        assert_eq!(report.verdict, Verdict::Valid, "{good}: {:#?}", report.invariants);
+        assert_eq!(report.faults[0].fired, 0);
+        assert!(
+            report.faults[0].outcome.contains("no gap"),
+            "{}",
+            report.faults[0].outcome
+        );
+    }
+}
+
+async fn shared_cache_eviction(kind: Kind) {
+    let Some((shared, _dir)) = run(scenario("shared-cache-eviction"), "incr-then-expire", kind).await else {
+        return;
+    };
+    assert_eq!(shared.verdict, Verdict::Invalid);
+    let resets = kinds(&shared, Invariant::NoCounterReset);
+    assert!(
+        !resets.is_empty() && resets.iter().all(|k| k == "reset-by-eviction"),
+        "{resets:?}"
+    );
+    assert_eq!(kinds(&shared, Invariant::AdmittedWithinLimit), ["over-admission"]);
+    let cap = 500;
+    assert!(
+        shared.observed.counts.allowed > 2 * cap,
+        "admitted {} against a cap of {cap}",
+        shared.observed.counts.allowed
+    );
+    assert!(shared.observed.limiter_server_evicted_keys > 0);
+
+    let (dedicated, _dir) = run(scenario("dedicated-noeviction"), "incr-then-expire", kind)
+        .await
+        .expect("backend available");
+    assert_eq!(dedicated.verdict, Verdict::Valid, "{:#?}", dedicated.invariants);
+    assert_eq!(dedicated.observed.counts.allowed, cap, "the cap holds exactly");
+    assert_eq!(dedicated.observed.limiter_server_evicted_keys, 0);
+    assert!(
+        dedicated.observed.cache_server_evicted_keys.unwrap_or(0) > 0,
+        "the cache server still evicts: the same import"
+    );
+}
+
+async fn steady_control(kind: Kind) {
+    for limiter in [
+        "get-then-incr",
+        "incr-then-expire",
+        "multi-incr-expire-nx",
+        "lua-fixed-window",
+    ] {
+        let Some((report, _dir)) = run(scenario("steady-control"), limiter, kind).await else {
+            return;
+        };
+        assert_eq!(report.verdict, Verdict::Valid, "{limiter}: {:#?}", report.invariants);
+        assert!(
+            report.observed.counts.rejected > 0,
+            "{limiter}: the traffic is above the limit"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn immortal_counter_in_a_container() {
+    immortal_counter(Kind::Container).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn immortal_counter_in_a_process() {
+    immortal_counter(Kind::Process).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shared_cache_eviction_in_a_container() {
+    shared_cache_eviction(Kind::Container).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shared_cache_eviction_in_a_process() {
+    shared_cache_eviction(Kind::Process).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn steady_control_in_a_container() {
+    steady_control(Kind::Container).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn steady_control_in_a_process() {
+    steady_control(Kind::Process).await;
+}

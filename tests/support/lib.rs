@@ -1,1 +1,111 @@
-//! Support for the integration tests.
+//! Support for the integration tests: real Redis servers (a container, or a local
+//! `redis-server` process) and one-call scenario runs.
+//!
+//! A test that needs Docker fails when no engine answers, unless the environment sets
+//! `LIMITER_HARNESS_NO_DOCKER=1` (then it says it was skipped; never under CI).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use limiter_harness::backend::{Backend, BackendOptions, ContainerBackend, ProcessBackend, ServerHandle};
+use limiter_harness::history::ServerRole;
+use limiter_harness::limiter::builtin;
+use limiter_harness::report::Report;
+use limiter_harness::runner::{self, RunConfig};
+use limiter_harness::scenario::{Scenario, load_scenario};
+
+/// Which real server a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Container,
+    Process,
+}
+
+/// The backend of `kind`, or None when Docker is absent and the user opted out of
+/// container tests. Panics with what to install otherwise.
+pub async fn backend(kind: Kind) -> Option<Arc<dyn Backend>> {
+    match kind {
+        Kind::Process => Some(Arc::new(
+            ProcessBackend::new(&PathBuf::from("redis-server"))
+                .unwrap_or_else(|e| panic!("these tests need redis-server: {e}")),
+        )),
+        Kind::Container => match ContainerBackend::connect(&BackendOptions::default()).await {
+            Ok(b) => Some(Arc::new(b)),
+            Err(e) if no_docker_opt_out() => {
+                eprintln!("SKIPPED: container test without Docker (LIMITER_HARNESS_NO_DOCKER=1): {e}");
+                None
+            }
+            Err(e) => panic!(
+                "this test needs a Docker engine (set LIMITER_HARNESS_NO_DOCKER=1 to skip container tests outside CI): {e}"
+            ),
+        },
+    }
+}
+
+fn no_docker_opt_out() -> bool {
+    let under_ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
+    !under_ci && std::env::var("LIMITER_HARNESS_NO_DOCKER").is_ok_and(|v| v == "1")
+}
+
+/// A fresh server of `kind` with a connection to it. Dropping it removes the server.
+pub struct TestServer {
+    pub handle: Box<dyn ServerHandle>,
+    pub url: String,
+}
+
+impl TestServer {
+    pub async fn start(kind: Kind) -> Option<Self> {
+        let backend = backend(kind).await?;
+        let handle = backend
+            .start(ServerRole::Limiter, &format!("test-{}", std::process::id()))
+            .await
+            .expect("start server");
+        let url = handle.url().to_owned();
+        Some(Self { handle, url })
+    }
+
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        limiter_harness::runner::connect(&self.url).await.expect("connect")
+    }
+
+    pub async fn stop(self) {
+        self.handle.stop().await.expect("stop server");
+    }
+}
+
+/// A shipped scenario by name.
+pub fn scenario(name: &str) -> Scenario {
+    load_scenario(&scenario_path(name)).expect("shipped scenario parses")
+}
+
+pub fn scenario_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(format!("{name}.toml"))
+}
+
+/// Run `scenario` against built-in `limiter` on a fresh server of `kind`; the report
+/// lands in a temp dir (returned so the history can be read).
+pub async fn run(scenario: Scenario, limiter: &str, kind: Kind) -> Option<(Report, tempfile::TempDir)> {
+    let backend = backend(kind).await?;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let seed = scenario.seed.unwrap_or(1);
+    let outcome = runner::run(RunConfig {
+        scenario,
+        limiter: builtin(limiter).expect("built-in limiter"),
+        backend,
+        seed,
+        report_dir: dir.path().to_owned(),
+        allow_reconfigure: false,
+        show_progress: false,
+        reproduce: String::from("(test)"),
+    })
+    .await
+    .expect("the run starts");
+    assert!(
+        outcome.leftovers.is_empty(),
+        "servers left behind: {:?}",
+        outcome.leftovers
+    );
+    Some((outcome.report, dir))
+}

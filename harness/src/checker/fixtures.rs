@@ -1,1 +1,236 @@
 //! Hand-written histories for the checkers' unit tests.
+//!
+//! Times are written in milliseconds since the run started and stored in microseconds, as
+//! the recorder does. Identity `n`'s key is `rl:n` (the default [`limit`]'s prefix).
+
+use std::collections::BTreeMap;
+
+use super::{CheckInput, CheckResult, check};
+use crate::history::{Event, HistoryIndex, KeySample, Outcome};
+use crate::limiter::Algorithm;
+use crate::scenario::{CheckConfig, Invariant, Limit};
+
+/// How long a sample written with [`HistoryBuilder::sample`] takes: it spans
+/// `[t_ms, t_ms + SAMPLE_SPAN_US)`.
+pub(crate) const SAMPLE_SPAN_US: u64 = 1_000;
+
+pub(crate) fn us(ms: u64) -> u64 {
+    ms * 1000
+}
+
+/// The key of `identity` under the default limit.
+pub(crate) fn key(identity: u32) -> String {
+    limit().key(identity)
+}
+
+/// 10 requests per 1000 ms window, two identities, prefix `rl:`.
+pub(crate) fn limit() -> Limit {
+    Limit {
+        requests_max: 10,
+        window_ms: 1000,
+        identities: 2,
+        key_prefix: "rl:".into(),
+    }
+}
+
+/// The given invariants, no TTL slack, the default sample interval for a 1000 ms window.
+pub(crate) fn config(invariants: &[Invariant]) -> CheckConfig {
+    CheckConfig {
+        invariants: invariants.to_vec(),
+        sample_interval_ms: 250,
+        ttl_slack_ms: 0,
+    }
+}
+
+/// Builds a history event by event, in the order written (the index sorts what it must).
+#[derive(Debug, Default)]
+pub(crate) struct HistoryBuilder {
+    events: Vec<Event>,
+    ordinals: BTreeMap<u32, u64>,
+}
+
+impl HistoryBuilder {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// A request by `identity` on its key, sent at `invoke_ms` and answered at `complete_ms`.
+    #[allow(clippy::too_many_arguments)] // mirrors the Invoke + Complete pair field by field
+    pub(crate) fn request(
+        self,
+        id: u64,
+        identity: u32,
+        invoke_ms: u64,
+        complete_ms: u64,
+        outcome: Outcome,
+        count: Option<i64>,
+        trips: &[&str],
+    ) -> Self {
+        self.request_us(id, identity, us(invoke_ms), us(complete_ms), outcome, count, trips)
+    }
+
+    /// [`Self::request`] with times in microseconds, for requests closer than a millisecond.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn request_us(
+        mut self,
+        id: u64,
+        identity: u32,
+        invoke_us: u64,
+        complete_us: u64,
+        outcome: Outcome,
+        count: Option<i64>,
+        trips: &[&str],
+    ) -> Self {
+        self = self.invoke_us(id, identity, invoke_us);
+        self.events.push(Event::Complete {
+            id,
+            t_us: complete_us,
+            outcome,
+            count,
+            trips: trips.iter().map(|t| (*t).to_owned()).collect(),
+            error: None,
+        });
+        self
+    }
+
+    /// An allowed request that saw `count`, with the round trips of an INCR-then-EXPIRE limiter.
+    pub(crate) fn allowed(self, id: u64, identity: u32, invoke_ms: u64, complete_ms: u64, count: i64) -> Self {
+        self.request(
+            id,
+            identity,
+            invoke_ms,
+            complete_ms,
+            Outcome::Allowed,
+            Some(count),
+            &["INCR", "EXPIRE"],
+        )
+    }
+
+    /// A rejected request that saw `count`.
+    pub(crate) fn rejected(self, id: u64, identity: u32, invoke_ms: u64, complete_ms: u64, count: i64) -> Self {
+        self.request(
+            id,
+            identity,
+            invoke_ms,
+            complete_ms,
+            Outcome::Rejected,
+            Some(count),
+            &["INCR"],
+        )
+    }
+
+    /// A request that was sent and never answered (the run was cut short).
+    pub(crate) fn unanswered(self, id: u64, identity: u32, invoke_ms: u64) -> Self {
+        self.invoke_us(id, identity, us(invoke_ms))
+    }
+
+    fn invoke_us(mut self, id: u64, identity: u32, invoke_us: u64) -> Self {
+        let ordinal = self.ordinals.entry(identity).or_default();
+        *ordinal += 1;
+        self.events.push(Event::Invoke {
+            id,
+            t_us: invoke_us,
+            identity,
+            ordinal: *ordinal,
+            key: key(identity),
+            phase: 0,
+        });
+        self
+    }
+
+    /// One observer pass at `t_ms` (lasting [`SAMPLE_SPAN_US`]): `(key, pttl_ms, value)`.
+    pub(crate) fn sample(mut self, t_ms: u64, final_audit: bool, keys: &[(&str, i64, Option<&str>)]) -> Self {
+        self.events.push(Event::Sample {
+            t_start_us: us(t_ms),
+            t_end_us: us(t_ms) + SAMPLE_SPAN_US,
+            final_audit,
+            keys: keys
+                .iter()
+                .map(|&(key, pttl_ms, value)| KeySample {
+                    key: key.to_owned(),
+                    pttl_ms,
+                    value: value.map(str::to_owned),
+                })
+                .collect(),
+        });
+        self
+    }
+
+    /// The final audit at `t_ms` found no limiter key.
+    pub(crate) fn empty_final_audit(self, t_ms: u64) -> Self {
+        self.sample(t_ms, true, &[])
+    }
+
+    /// A keyspace notification (`expired`, `evicted`, `del`, ...).
+    pub(crate) fn keyspace(mut self, t_ms: u64, key: &str, event: &str) -> Self {
+        self.events.push(Event::Keyspace {
+            t_us: us(t_ms),
+            key: key.to_owned(),
+            event: event.to_owned(),
+        });
+        self
+    }
+
+    /// The nemesis applied fault `kind` (fault 0 of the scenario) to `request` on `key`.
+    pub(crate) fn fault(mut self, t_ms: u64, kind: &str, request: Option<u64>, key: Option<&str>) -> Self {
+        self.events.push(Event::Fault {
+            t_us: us(t_ms),
+            fault: 0,
+            kind: kind.to_owned(),
+            request,
+            key: key.map(str::to_owned),
+            effect: "applied".into(),
+        });
+        self
+    }
+
+    /// A problem from `source`; `source = "keyspace"` marks the notifications incomplete.
+    pub(crate) fn problem_from(mut self, source: &str, fatal: bool) -> Self {
+        self.events.push(Event::Problem {
+            t_us: 0,
+            source: source.to_owned(),
+            detail: format!("{source} went away"),
+            fatal,
+        });
+        self
+    }
+
+    /// A problem from the runner (e.g. the server was lost).
+    pub(crate) fn problem(self, fatal: bool) -> Self {
+        self.problem_from("final-audit", fatal)
+    }
+
+    /// The keyspace subscriber was lost: notifications are incomplete.
+    pub(crate) fn keyspace_lost(self) -> Self {
+        self.problem_from("keyspace", false)
+    }
+
+    pub(crate) fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Judge `invariants` with the default [`limit`] and [`config`].
+    pub(crate) fn check(&self, invariants: &[Invariant]) -> Vec<CheckResult> {
+        self.check_with(&limit(), &config(invariants))
+    }
+
+    /// Judge one invariant with the default [`limit`] and [`config`].
+    pub(crate) fn check_one(&self, invariant: Invariant) -> CheckResult {
+        self.check(&[invariant]).remove(0)
+    }
+
+    pub(crate) fn check_with(&self, limit: &Limit, config: &CheckConfig) -> Vec<CheckResult> {
+        run(self.events(), limit, config)
+    }
+}
+
+/// Run [`check`] on `events` as a fixed-window limiter's history.
+pub(crate) fn run(events: &[Event], limit: &Limit, config: &CheckConfig) -> Vec<CheckResult> {
+    let history = HistoryIndex::new(events);
+    check(&CheckInput {
+        limit,
+        config,
+        algorithm: Algorithm::FixedWindow,
+        history: &history,
+    })
+}

@@ -82,3 +82,5 @@ pub(crate) fn ms(us: u64) -> String {
 
 #[cfg(test)]
 pub(crate) mod fixtures;
+#[cfg(test)]
+mod tests;

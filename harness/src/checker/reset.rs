@@ -157,8 +157,10 @@ fn find_drops(history: &HistoryIndex, key: &str, drops: &mut Drops, anomalies: &
         } else {
             drops.unexplained_blind += 1;
         }
+        // A new window began by `b`: compare later requests only with ones of this window
+        // that finished before they started (`b` itself is folded in once it has finished).
         epoch_start_us = b.invoke_us;
-        best = Some(b);
+        best = None;
     }
 }
 

@@ -11,9 +11,6 @@ use crate::scenario::Invariant;
 /// flight, or by the final audit, is a key that will never expire.
 pub fn ttl_present(input: &CheckInput<'_>) -> CheckResult {
     let history = input.history;
-    if let Some(why) = blind(history) {
-        return CheckResult::unknown(Invariant::TtlPresent, why);
-    }
     let mut first_seen: BTreeMap<&str, (&Sample, Option<String>, usize)> = BTreeMap::new();
     let mut excused = 0usize;
     for sample in &history.samples {
@@ -32,15 +29,18 @@ pub fn ttl_present(input: &CheckInput<'_>) -> CheckResult {
         .into_iter()
         .map(|(key, (sample, value, times))| immortal(history, key, sample, value, times))
         .collect();
-    let keys = audited_keys(history);
-    let mut result = CheckResult::from_anomalies(
-        Invariant::TtlPresent,
-        anomalies,
-        (
+    // An immortal key seen is a violation even if the run could not finish observing.
+    let otherwise = match blind(history) {
+        Some(why) => (Verdict::Unknown, why),
+        None => (
             Verdict::Valid,
-            format!("every sampled key had an expiry ({keys} keys at the final audit)"),
+            format!(
+                "every sampled key had an expiry ({} keys at the final audit)",
+                audited_keys(history)
+            ),
         ),
-    );
+    };
+    let mut result = CheckResult::from_anomalies(Invariant::TtlPresent, anomalies, otherwise);
     if excused > 0 {
         result = result.with_note(format!(
             "{excused} PTTL -1 observation(s) excused: a request on that key was in flight (e.g. between INCR and EXPIRE)"
@@ -121,9 +121,6 @@ pub fn ttl_bounded(input: &CheckInput<'_>) -> CheckResult {
         "PTTL <= window_ms + ttl_slack_ms = {} + {} = {bound_ms} ms",
         input.limit.window_ms, input.config.ttl_slack_ms
     );
-    if let Some(why) = blind(history) {
-        return CheckResult::unknown(Invariant::TtlBounded, why).with_rule(rule);
-    }
     let mut worst: BTreeMap<&str, (i64, &Sample, usize)> = BTreeMap::new();
     let mut max_seen = -1i64;
     for sample in &history.samples {
@@ -155,13 +152,12 @@ pub fn ttl_bounded(input: &CheckInput<'_>) -> CheckResult {
     } else {
         "none seen".into()
     };
-    CheckResult::from_anomalies(
-        Invariant::TtlBounded,
-        anomalies,
-        (
+    let otherwise = match blind(history) {
+        Some(why) => (Verdict::Unknown, why),
+        None => (
             Verdict::Valid,
             format!("every sampled TTL was within {bound_ms} ms (longest {longest})"),
         ),
-    )
-    .with_rule(rule)
+    };
+    CheckResult::from_anomalies(Invariant::TtlBounded, anomalies, otherwise).with_rule(rule)
 }

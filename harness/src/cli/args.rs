@@ -24,7 +24,7 @@ pub enum Command {
     /// Show the scenarios and the built-in limiters (with their command sequences).
     List,
     /// Remove containers and processes left behind by crashed or killed runs.
-    Clean,
+    Clean(CleanArgs),
     /// Build the Redis image from the local redis-server binary (runs do this on demand).
     Image(ImageArgs),
 }
@@ -66,4 +66,11 @@ pub struct RunArgs {
 pub struct ImageArgs {
     #[arg(long, default_value = "redis-server")]
     pub redis_server: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CleanArgs {
+    /// Also remove the servers of runs still in progress.
+    #[arg(long)]
+    pub all: bool,
 }

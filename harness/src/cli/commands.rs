@@ -133,8 +133,8 @@ pub fn list() -> Result<ExitCode, SetupError> {
     Ok(ExitCode::Valid)
 }
 
-pub async fn clean() -> Result<ExitCode, SetupError> {
-    let summary = backend::clean().await;
+pub async fn clean(all: bool) -> Result<ExitCode, SetupError> {
+    let summary = backend::clean(all).await;
     println!(
         "removed {} container(s){}, killed {} process(es){}",
         summary.containers_removed.len(),
@@ -158,6 +158,12 @@ pub async fn clean() -> Result<ExitCode, SetupError> {
             )
         }
     );
+    if summary.in_use > 0 {
+        println!(
+            "left {} server(s) of runs still in progress alone (`clean --all` removes them too)",
+            summary.in_use
+        );
+    }
     for p in &summary.problems {
         eprintln!("note: {p}");
     }

@@ -28,7 +28,7 @@ pub async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => commands::run(args).await,
         Command::List => commands::list(),
-        Command::Clean => commands::clean().await,
+        Command::Clean(args) => commands::clean(args.all).await,
         Command::Image(args) => commands::image(args).await,
     };
     match result {

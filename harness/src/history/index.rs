@@ -31,7 +31,7 @@ impl Request {
         matches!(self.outcome, None | Some(Outcome::Allowed | Outcome::Indeterminate))
     }
 
-    /// The end of the interval in which the request took effect (its invocation if it never completed).
+    /// The end of the interval in which the request took effect (`u64::MAX` if it never completed).
     pub fn end_us(&self) -> u64 {
         self.complete_us.unwrap_or(u64::MAX)
     }

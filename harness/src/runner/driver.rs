@@ -158,10 +158,12 @@ impl Driver {
     }
 }
 
-/// A server's error reply decided nothing (Error); a lost or late reply may have taken
-/// effect (Indeterminate).
+/// A server's error reply, or a refused connection, decided nothing (Error); a lost or
+/// late reply may have taken effect (Indeterminate).
 fn classify(e: &redis::RedisError) -> Outcome {
-    if e.is_timeout() || e.is_connection_dropped() || e.is_io_error() || e.is_connection_refusal() {
+    if e.is_connection_refusal() {
+        Outcome::Error
+    } else if e.is_timeout() || e.is_connection_dropped() || e.is_io_error() {
         Outcome::Indeterminate
     } else {
         Outcome::Error

@@ -13,3 +13,6 @@ pub use model::{
     CacheTarget, CheckConfig, Fault, GapFault, GapFaultAction, Invariant, Limit, MemoryPressure, Phase, PhaseKind,
     Scenario, ServerConfig,
 };
+
+#[cfg(test)]
+mod tests;

@@ -94,13 +94,13 @@ pub(super) fn resolve(file: &ScenarioFile, src: &Source<'_>) -> Result<Scenario,
     let name = resolve_name(&file.name, src)?;
     let limit = resolve_limit(&file.limit, src)?;
     let server = match &file.server {
-        Some(server) => resolve_server(server.get_ref(), src)?,
+        Some(server) => resolve_server(server.get_ref(), "server", src)?,
         None => ServerConfig::default(),
     };
     let cache_server = file
         .cache_server
         .as_ref()
-        .map(|s| resolve_server(s.get_ref(), src))
+        .map(|s| resolve_server(s.get_ref(), "cache_server", src))
         .transpose()?;
     let phases = resolve_phases(file, &limit, src)?;
     let faults = file
@@ -169,7 +169,7 @@ fn resolve_limit(limit: &Spanned<LimitFile>, src: &Source<'_>) -> Result<Limit, 
     })
 }
 
-fn resolve_server(file: &ServerFile, src: &Source<'_>) -> Result<ServerConfig, ScenarioError> {
+fn resolve_server(file: &ServerFile, table: &str, src: &Source<'_>) -> Result<ServerConfig, ScenarioError> {
     let mut settings = BTreeMap::new();
     if let Some(mem) = &file.maxmemory {
         check_memory(mem, src)?;
@@ -188,13 +188,13 @@ fn resolve_server(file: &ServerFile, src: &Source<'_>) -> Result<ServerConfig, S
         if RESERVED.contains(&name.as_str()) {
             return Err(src
                 .error(key, format!("`{name}` is set by the harness itself"))
-                .with_help("remove it from [server.config]"));
+                .with_help(format!("remove it from [{table}.config]")));
         }
         if name == "maxmemory" || name == "maxmemory-policy" {
             return Err(src
                 .error(
                     key,
-                    format!("set `{name}` with the `{}` field of [server]", name.replace('-', "_")),
+                    format!("set `{name}` with the `{}` field of [{table}]", name.replace('-', "_")),
                 )
                 .with_help("e.g. `maxmemory = \"4mb\"`"));
         }

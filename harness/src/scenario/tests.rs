@@ -1,0 +1,648 @@
+//! Scenario files: a full file resolves to the values written (and the documented defaults),
+//! every shipped scenario parses, and each kind of mistake is reported at its line and
+//! column with a message that says what is wrong.
+
+use std::path::Path;
+
+use super::{CacheTarget, Fault, GapFaultAction, Invariant, PhaseKind, Scenario, ScenarioError, parse_scenario};
+
+const FULL: &str = r#"name = "full"
+about = "  Every table.  "
+seed = 42
+
+[server]
+maxmemory = "4MB"
+maxmemory_policy = "allkeys-lru"
+
+[server.config]
+hz = "100"
+
+[cache_server]
+maxmemory = "8mb"
+maxmemory_policy = "allkeys-lfu"
+
+[limit]
+requests_max = 10
+window_ms = 1000
+identities = 3
+key_prefix = "limit:"
+
+[[phase]]
+name = "traffic"
+kind = "steady"
+rate_per_s = 100.5
+duration_ms = 2500
+
+[[phase]]
+kind = "quiet"
+duration_ms = 1200
+
+[[phase]]
+name = "import"
+kind = "burst"
+requests = 500
+concurrency = 4
+identities = [1, 2]
+
+[[fault]]
+kind = "expire-between-round-trips"
+identity = 2
+request = 12
+before_command = "incr"
+
+[[fault]]
+kind = "stall-between-round-trips"
+stall_ms = 1500
+times = 0
+
+[[fault]]
+kind = "memory-pressure"
+phase = "import"
+value_bytes = 2048
+target = "cache-server"
+
+[check]
+invariants = ["ttl-present", "no-lockout"]
+sample_interval_ms = 100
+ttl_slack_ms = 5
+"#;
+
+/// Only what must be written; everything else takes its default.
+const MINIMAL: &str = r#"name = "minimal"
+
+[limit]
+requests_max = 10
+window_ms = 1000
+
+[[phase]]
+kind = "steady"
+rate_per_s = 50
+duration_ms = 100
+
+[[phase]]
+kind = "burst"
+requests = 20
+
+[[fault]]
+kind = "expire-between-round-trips"
+
+[[fault]]
+kind = "memory-pressure"
+phase = "burst-2"
+
+[check]
+invariants = ["ttl-present"]
+"#;
+
+fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+    parse_scenario(Path::new("bad.toml"), text)
+}
+
+fn parse_ok(text: &str) -> Scenario {
+    parse(text).unwrap_or_else(|e| panic!("should parse:\n{e}"))
+}
+
+fn parse_err(text: &str) -> ScenarioError {
+    match parse(text) {
+        Ok(scenario) => panic!("should fail, parsed {scenario:#?}"),
+        Err(e) => e,
+    }
+}
+
+/// `text` with its one occurrence of `from` replaced by `to`.
+fn edit(text: &str, from: &str, to: &str) -> String {
+    assert_eq!(text.matches(from).count(), 1, "`{from}` must occur once");
+    text.replacen(from, to, 1)
+}
+
+/// 1-based line and column of the one occurrence of `needle` in `text`.
+fn locate(text: &str, needle: &str) -> (usize, usize) {
+    assert_eq!(text.matches(needle).count(), 1, "`{needle}` must occur once");
+    let offset = text.find(needle).expect("counted above");
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, column)
+}
+
+/// Line and column of the value on the one line `key = value` of `text`.
+fn value_of(text: &str, line: &str) -> (usize, usize) {
+    let (key, _) = line.split_once(" = ").expect("a `key = value` line");
+    let (row, column) = locate(text, &format!("{line}\n"));
+    (row, column + key.len() + " = ".len())
+}
+
+/// The error points at `at` and its message contains each of `says`.
+fn assert_error_at(err: &ScenarioError, text: &str, at: (usize, usize), says: &[&str]) {
+    assert_eq!((err.line, err.column), at, "wrong position for:\n{err}");
+    for s in says {
+        assert!(err.message.contains(s), "message {:?} lacks {s:?}", err.message);
+    }
+    let shown = err.to_string();
+    let prefix = format!("bad.toml:{}:{}: ", err.line, err.column);
+    assert!(shown.starts_with(&prefix), "{shown}");
+    let line = text.lines().nth(err.line - 1).expect("the line exists");
+    assert!(shown.contains(&format!("{} | {line}", err.line)), "{shown}");
+}
+
+fn assert_help_has(err: &ScenarioError, text: &str) {
+    let help = err.help.as_deref().unwrap_or_else(|| panic!("no help in:\n{err}"));
+    assert!(help.contains(text), "help {help:?} lacks {text:?}");
+}
+
+// ---- valid scenarios ---------------------------------------------------------------------
+
+#[test]
+fn a_full_scenario_resolves_to_the_values_written() {
+    let s = parse_ok(FULL);
+    assert_eq!(s.name, "full");
+    assert_eq!(s.about, "Every table.");
+    assert_eq!(s.seed, Some(42));
+    assert_eq!(s.source, Path::new("bad.toml"));
+
+    let server: Vec<(&str, &str)> = s
+        .server
+        .settings
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        server,
+        [("hz", "100"), ("maxmemory", "4mb"), ("maxmemory-policy", "allkeys-lru")]
+    );
+    let cache = s.cache_server.as_ref().expect("[cache_server] given");
+    assert_eq!(cache.settings.get("maxmemory").map(String::as_str), Some("8mb"));
+    assert_eq!(
+        cache.settings.get("maxmemory-policy").map(String::as_str),
+        Some("allkeys-lfu")
+    );
+
+    assert_eq!(s.limit.requests_max, 10);
+    assert_eq!(s.limit.window_ms, 1000);
+    assert_eq!(s.limit.identities, 3);
+    assert_eq!(s.limit.key(2), "limit:2");
+
+    let names: Vec<&str> = s.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["traffic", "quiet-2", "import"],
+        "an unnamed phase is named kind-index"
+    );
+    match &s.phases[0].kind {
+        PhaseKind::Steady {
+            rate_per_s,
+            duration_ms,
+            identities,
+        } => {
+            assert_eq!(*rate_per_s, 100.5);
+            assert_eq!(*duration_ms, 2500);
+            assert_eq!(*identities, [0, 1, 2], "all identities by default");
+        }
+        other => panic!("expected steady, got {other:?}"),
+    }
+    assert!(matches!(s.phases[1].kind, PhaseKind::Quiet { duration_ms: 1200 }));
+    match &s.phases[2].kind {
+        PhaseKind::Burst {
+            requests,
+            concurrency,
+            identities,
+        } => assert_eq!((*requests, *concurrency, identities.as_slice()), (500, 4, &[1, 2][..])),
+        other => panic!("expected burst, got {other:?}"),
+    }
+
+    assert_eq!(s.faults.len(), 3);
+    match &s.faults[0] {
+        Fault::ExpireBetweenRoundTrips(gap) => {
+            assert_eq!(gap.identity, Some(2));
+            assert_eq!(gap.from_request, 12);
+            assert_eq!(gap.before_command.as_deref(), Some("INCR"), "upper-cased");
+            assert_eq!(gap.times, Some(1));
+            assert_eq!(gap.action, GapFaultAction::ExpireKey);
+        }
+        other => panic!("expected expire-between-round-trips, got {other:?}"),
+    }
+    match &s.faults[1] {
+        Fault::StallBetweenRoundTrips(gap) => {
+            assert_eq!(gap.identity, None);
+            assert_eq!(gap.times, None, "times = 0 strikes every gap");
+            assert_eq!(gap.action, GapFaultAction::Stall { stall_ms: 1500 });
+        }
+        other => panic!("expected stall-between-round-trips, got {other:?}"),
+    }
+    match &s.faults[2] {
+        Fault::MemoryPressure(p) => {
+            assert_eq!(p.phase, "import");
+            assert_eq!(p.value_bytes, 2048);
+            assert_eq!(p.ttl_s, 604_800);
+            assert_eq!(p.writes_per_request, 1);
+            assert_eq!(p.target, CacheTarget::CacheServer);
+        }
+        other => panic!("expected memory-pressure, got {other:?}"),
+    }
+
+    assert_eq!(s.check.invariants, [Invariant::TtlPresent, Invariant::NoLockout]);
+    assert_eq!(s.check.sample_interval_ms, 100);
+    assert_eq!(s.check.ttl_slack_ms, 5);
+    assert!(s.disrupts_server().iter().any(|r| r.contains("hz 100")));
+}
+
+#[test]
+fn a_minimal_scenario_takes_the_defaults() {
+    let s = parse_ok(MINIMAL);
+    assert_eq!(s.about, "");
+    assert_eq!(s.seed, None);
+    assert!(s.server.settings.is_empty());
+    assert!(s.cache_server.is_none());
+    assert_eq!(s.limit.identities, 1);
+    assert_eq!(s.limit.key_prefix, "rl:");
+    assert_eq!(s.limit.key(0), "rl:0");
+    let names: Vec<&str> = s.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["steady-1", "burst-2"]);
+    assert!(matches!(
+        &s.phases[1].kind,
+        PhaseKind::Burst { requests: 20, concurrency: 1, identities } if identities == &[0]
+    ));
+    match &s.faults[0] {
+        Fault::ExpireBetweenRoundTrips(gap) => {
+            assert_eq!(gap.identity, None, "any identity");
+            assert_eq!(gap.from_request, 1);
+            assert_eq!(gap.before_command, None);
+            assert_eq!(gap.times, Some(1), "a gap fault strikes once by default");
+        }
+        other => panic!("expected expire-between-round-trips, got {other:?}"),
+    }
+    match &s.faults[1] {
+        Fault::MemoryPressure(p) => {
+            assert_eq!((p.value_bytes, p.ttl_s, p.writes_per_request), (1024, 604_800, 1));
+            assert_eq!(p.target, CacheTarget::LimiterServer);
+        }
+        other => panic!("expected memory-pressure, got {other:?}"),
+    }
+    assert_eq!(s.check.sample_interval_ms, 250, "window_ms / 4, at most 250");
+    assert_eq!(s.check.ttl_slack_ms, 0);
+}
+
+#[test]
+fn the_default_sample_interval_is_a_quarter_window_between_20_and_250_ms() {
+    for (window_ms, interval_ms) in [(50, 20), (100, 25), (400, 100), (1000, 250), (20_000, 250)] {
+        let text = edit(MINIMAL, "window_ms = 1000", &format!("window_ms = {window_ms}"));
+        assert_eq!(
+            parse_ok(&text).check.sample_interval_ms,
+            interval_ms,
+            "window {window_ms}"
+        );
+    }
+}
+
+#[test]
+fn every_shipped_scenario_parses() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let mut parsed = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("the scenarios directory") {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let scenario = parse_scenario(&path, &text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            Some(scenario.name.as_str()),
+            path.file_stem().and_then(|s| s.to_str()),
+            "a scenario is named after its file"
+        );
+        parsed.push(scenario.name);
+    }
+    assert!(!parsed.is_empty(), "no scenario found in {}", dir.display());
+}
+
+// ---- malformed TOML ----------------------------------------------------------------------
+
+#[test]
+fn an_unknown_top_level_field_is_reported_where_it_is_written() {
+    let text = edit(MINIMAL, "name = \"minimal\"\n", "name = \"minimal\"\nsed = 3\n");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "sed = 3"),
+        &["unknown field `sed`", "`seed`"],
+    );
+    assert_help_has(&err, "fix its spelling");
+}
+
+#[test]
+fn an_unknown_field_in_a_phase_is_reported_where_it_is_written() {
+    let text = edit(MINIMAL, "rate_per_s = 50", "rate = 50");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "rate = 50"),
+        &["unknown field `rate`", "`rate_per_s`"],
+    );
+    assert_help_has(&err, "fix its spelling");
+}
+
+#[test]
+fn a_value_of_the_wrong_type_is_reported_at_the_value() {
+    let text = edit(MINIMAL, "requests_max = 10", "requests_max = \"10\"");
+    let err = parse_err(&text);
+    assert_error_at(&err, &text, locate(&text, "\"10\""), &["invalid type", "string"]);
+    assert_help_has(&err, "numbers unquoted");
+}
+
+#[test]
+fn a_missing_field_says_which() {
+    let text = edit(MINIMAL, "requests_max = 10\n", "");
+    let err = parse_err(&text);
+    assert!(err.message.contains("missing field `requests_max`"), "{err}");
+    assert_eq!(err.line, locate(&text, "[limit]").0, "{err}");
+    assert_help_has(&err, "add the field");
+}
+
+// ---- invalid values ----------------------------------------------------------------------
+
+#[test]
+fn a_negative_window_is_reported_at_the_number() {
+    let text = edit(MINIMAL, "window_ms = 1000", "window_ms = -1000");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        value_of(&text, "window_ms = -1000"),
+        &["window_ms = -1000 is out of range", "between 50 and 86400000"],
+    );
+}
+
+#[test]
+fn a_zero_limit_is_reported_at_the_number() {
+    let text = edit(MINIMAL, "requests_max = 10", "requests_max = 0");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        value_of(&text, "requests_max = 0"),
+        &["requests_max must be a positive whole number"],
+    );
+    assert_help_has(&err, "requests_max = 1000");
+}
+
+#[test]
+fn an_unknown_phase_kind_is_reported_at_the_kind() {
+    let text = edit(MINIMAL, "kind = \"steady\"", "kind = \"steddy\"");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"steddy\""),
+        &["unknown phase kind `steddy`"],
+    );
+    assert_help_has(&err, "steady, burst, quiet");
+}
+
+#[test]
+fn a_field_that_does_not_apply_to_the_phase_kind_is_reported_at_the_field() {
+    let text = edit(MINIMAL, "duration_ms = 100", "duration_ms = 100\nrequests = 5");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        value_of(&text, "requests = 5"),
+        &["`requests` does not apply to a steady phase"],
+    );
+    assert_help_has(&err, "a steady phase takes: name, rate_per_s, duration_ms, identities");
+
+    let text = edit(MINIMAL, "requests = 20", "requests = 20\nduration_ms = 7");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        value_of(&text, "duration_ms = 7"),
+        &["`duration_ms` does not apply to a burst phase"],
+    );
+}
+
+#[test]
+fn a_phase_missing_its_required_field_is_reported_at_its_kind() {
+    let text = edit(MINIMAL, "rate_per_s = 50\n", "");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"steady\""),
+        &["a steady phase needs `rate_per_s`"],
+    );
+}
+
+#[test]
+fn duplicate_phase_names_are_reported_at_the_second_name() {
+    let text = edit(MINIMAL, "kind = \"burst\"", "name = \"steady-1\"\nkind = \"burst\"");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"steady-1\""),
+        &["two phases are named `steady-1`"],
+    );
+    assert_help_has(&err, "its own name");
+}
+
+#[test]
+fn a_phase_identity_that_does_not_exist_is_reported() {
+    let text = edit(MINIMAL, "requests = 20", "requests = 20\nidentities = [0, 3]");
+    let err = parse_err(&text);
+    assert_error_at(&err, &text, locate(&text, "[0, 3]"), &["identity 3 does not exist"]);
+    assert_help_has(&err, "numbered 0 to 0");
+}
+
+#[test]
+fn an_unknown_invariant_is_reported_at_its_name() {
+    let text = edit(MINIMAL, "[\"ttl-present\"]", "[\"ttl-present\", \"no-lockup\"]");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"no-lockup\""),
+        &["unknown invariant `no-lockup`"],
+    );
+    assert_help_has(
+        &err,
+        "ttl-present, ttl-bounded, no-counter-reset, admitted-within-limit, no-lockout",
+    );
+}
+
+#[test]
+fn an_invariant_listed_twice_is_reported_at_the_second() {
+    let text = edit(
+        MINIMAL,
+        "[\"ttl-present\"]",
+        "[\"ttl-present\", \"no-lockout\", \"ttl-present\" ]",
+    );
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"ttl-present\" ]"),
+        &["invariant `ttl-present` is listed twice"],
+    );
+}
+
+#[test]
+fn a_fault_naming_an_identity_that_does_not_exist_is_reported_at_the_identity() {
+    let text = edit(
+        MINIMAL,
+        "kind = \"expire-between-round-trips\"",
+        "kind = \"expire-between-round-trips\"\nidentity = 4",
+    );
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        value_of(&text, "identity = 4"),
+        &["identity 4 does not exist"],
+    );
+    assert_help_has(&err, "numbered 0 to 0");
+}
+
+#[test]
+fn memory_pressure_naming_a_missing_phase_lists_the_phases() {
+    let text = edit(MINIMAL, "phase = \"burst-2\"", "phase = \"import\"");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"import\""),
+        &["no phase is named `import`"],
+    );
+    assert_help_has(&err, "phases: steady-1, burst-2");
+}
+
+#[test]
+fn memory_pressure_during_a_quiet_phase_is_reported() {
+    let text = edit(
+        MINIMAL,
+        "kind = \"burst\"\nrequests = 20",
+        "kind = \"quiet\"\nduration_ms = 20",
+    );
+    let text = edit(&text, "phase = \"burst-2\"", "phase = \"quiet-2\"");
+    let err = parse_err(&text);
+    assert_error_at(&err, &text, locate(&text, "\"quiet-2\""), &["phase `quiet-2` is quiet"]);
+}
+
+#[test]
+fn a_cache_server_target_needs_a_cache_server_table() {
+    let text = edit(
+        MINIMAL,
+        "phase = \"burst-2\"",
+        "phase = \"burst-2\"\ntarget = \"cache-server\"",
+    );
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"cache-server\""),
+        &["target = \"cache-server\" needs a [cache_server] table"],
+    );
+    assert_help_has(&err, "add [cache_server]");
+}
+
+#[test]
+fn a_reserved_server_parameter_is_refused() {
+    let text = edit(
+        MINIMAL,
+        "[limit]",
+        "[server.config]\nnotify-keyspace-events = \"KEA\"\n\n[limit]",
+    );
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "notify-keyspace-events"),
+        &["`notify-keyspace-events` is set by the harness itself"],
+    );
+    assert_help_has(&err, "remove it from [server.config]");
+}
+
+#[test]
+fn maxmemory_in_server_config_points_to_the_server_field() {
+    let text = edit(
+        MINIMAL,
+        "[limit]",
+        "[server.config]\nmaxmemory-policy = \"allkeys-lru\"\n\n[limit]",
+    );
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "maxmemory-policy"),
+        &["set `maxmemory-policy` with the `maxmemory_policy` field of [server]"],
+    );
+}
+
+#[test]
+fn an_unknown_eviction_policy_is_reported_with_the_choices() {
+    let text = edit(FULL, "\"allkeys-lru\"", "\"allkeys-lru2\"");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"allkeys-lru2\""),
+        &["unknown maxmemory_policy `allkeys-lru2`"],
+    );
+    assert_help_has(&err, "noeviction");
+}
+
+#[test]
+fn a_memory_size_redis_does_not_understand_is_reported() {
+    let text = edit(FULL, "\"4MB\"", "\"4 megabytes\"");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"4 megabytes\""),
+        &["is not a memory size Redis understands"],
+    );
+}
+
+#[test]
+fn a_key_prefix_with_glob_characters_is_refused() {
+    let text = edit(FULL, "\"limit:\"", "\"limit:*\"");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"limit:*\""),
+        &["key_prefix must be non-empty"],
+    );
+    assert_help_has(&err, "SCAN MATCH");
+}
+
+#[test]
+fn a_scenario_without_phases_is_refused() {
+    let text = edit(
+        MINIMAL,
+        "[[phase]]\nkind = \"steady\"\nrate_per_s = 50\nduration_ms = 100\n",
+        "",
+    );
+    let text = edit(&text, "[[phase]]\nkind = \"burst\"\nrequests = 20\n", "");
+    let text = edit(
+        &text,
+        "[[fault]]\nkind = \"memory-pressure\"\nphase = \"burst-2\"\n",
+        "",
+    );
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"minimal\""),
+        &["the scenario has no [[phase]]"],
+    );
+}
+
+#[test]
+fn errors_count_columns_in_characters() {
+    let text = edit(MINIMAL, "[\"ttl-present\"]", "[\"ttl-présent\"]");
+    let err = parse_err(&text);
+    assert_eq!(err.line, locate(&text, "\"ttl-présent\"").0);
+    assert_eq!(err.column, "invariants = [".chars().count() + 1, "{err}");
+}

@@ -1,0 +1,231 @@
+//! The binary as a user meets it: exit codes, error messages, `list`, and Ctrl-C.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn harness() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_limiter-harness"));
+    cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+    cmd
+}
+
+fn run(args: &[&str]) -> Output {
+    harness().args(args).output().expect("run limiter-harness")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn write_scenario(dir: &Path, body: &str) -> PathBuf {
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+#[test]
+fn a_malformed_scenario_exits_3_pointing_at_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_scenario(
+        dir.path(),
+        "name = \"bad\"\n[limit]\nrequests_max = 10\nwindow_ms = 1000\n[[phase]]\nkind = \"steady\"\nrate_per_s = 10\nduration_ms = 100\nburst_size = 3\n[check]\ninvariants = [\"ttl-present\"]\n",
+    );
+    let out = run(&["run", path.to_str().unwrap(), "--limiter", "get-then-incr"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:9:1: unknown field `burst_size`", path.display())),
+        "{err}"
+    );
+    assert!(err.contains("help:"), "{err}");
+}
+
+#[test]
+fn an_invalid_value_exits_3_pointing_at_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_scenario(
+        dir.path(),
+        "name = \"bad\"\n[limit]\nrequests_max = 10\nwindow_ms = 1000\n[[phase]]\nkind = \"quiet\"\nduration_ms = 100\n[check]\ninvariants = [\"ttl-present\", \"no-such-thing\"]\n",
+    );
+    let out = run(&["run", path.to_str().unwrap(), "--limiter", "get-then-incr"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = text(&out.stderr);
+    assert!(err.contains(":9:30: unknown invariant `no-such-thing`"), "{err}");
+    assert!(err.contains("one of: ttl-present, ttl-bounded"), "{err}");
+}
+
+#[test]
+fn an_unknown_limiter_exits_3_listing_the_known_ones() {
+    let out = run(&["run", "steady-control", "--limiter", "leaky-bucket"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = text(&out.stderr);
+    assert!(err.contains("unknown limiter `leaky-bucket`"), "{err}");
+    assert!(
+        err.contains("get-then-incr, incr-then-expire, multi-incr-expire-nx, lua-fixed-window"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_scenario_and_bad_usage_exit_3() {
+    let out = run(&["run", "no-such-scenario", "--limiter", "get-then-incr"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stderr).contains("known scenarios: "), "{}", text(&out.stderr));
+    let out = run(&["run", "steady-control"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a usage error is 3, not clap's 2 (which means unknown)"
+    );
+    assert_eq!(run(&["--help"]).status.code(), Some(0));
+}
+
+#[test]
+fn list_shows_scenarios_and_limiters_with_their_commands() {
+    let out = run(&["list"]);
+    assert_eq!(out.status.code(), Some(0));
+    let listing = text(&out.stdout);
+    for name in [
+        "immortal-counter",
+        "shared-cache-eviction",
+        "dedicated-noeviction",
+        "steady-control",
+    ] {
+        assert!(listing.contains(name), "{listing}");
+    }
+    assert!(
+        listing.contains("MULTI; INCR key; PEXPIRE key window NX; EXEC"),
+        "{listing}"
+    );
+    assert!(listing.contains("GET key"), "{listing}");
+}
+
+#[test]
+fn exit_codes_say_valid_invalid_and_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let out = run(&[
+        "run",
+        "immortal-counter",
+        "-l",
+        "get-then-incr",
+        "--backend",
+        "process",
+        "--report-dir",
+        &report("bad"),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("reproduce: limiter-harness run scenarios/immortal-counter.toml --limiter get-then-incr --seed 7 --backend process"), "{stdout}");
+    for file in ["report.md", "report.json", "history.jsonl"] {
+        assert!(dir.path().join("bad").join(file).is_file(), "{file}");
+    }
+    let out = run(&[
+        "run",
+        "immortal-counter",
+        "-l",
+        "lua-fixed-window",
+        "--backend",
+        "process",
+        "--report-dir",
+        &report("good"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+
+    let no_quiet = write_scenario(
+        dir.path(),
+        "name = \"no-quiet\"\n[limit]\nrequests_max = 5\nwindow_ms = 200\n[[phase]]\nkind = \"steady\"\nrate_per_s = 50\nduration_ms = 300\n[check]\ninvariants = [\"no-lockout\"]\n",
+    );
+    let out = run(&[
+        "run",
+        no_quiet.to_str().unwrap(),
+        "-l",
+        "lua-fixed-window",
+        "--backend",
+        "process",
+        "--report-dir",
+        &report("unknown"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "no quiet period: no-lockout cannot be judged\n{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn ctrl_c_ends_the_run_unknown_saves_the_history_and_removes_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = harness()
+        .args([
+            "run",
+            "steady-control",
+            "-l",
+            "get-then-incr",
+            "--backend",
+            "process",
+            "--report-dir",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let history = dir.path().join("history.jsonl");
+    let started = Instant::now();
+    while !std::fs::read_to_string(&history)
+        .unwrap_or_default()
+        .contains("\"type\":\"invoke\"")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the run never started sending"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let servers_before = redis_servers_of(pid);
+    assert_eq!(servers_before.len(), 1, "one server for the run");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "interrupted: unknown\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let saved = std::fs::read_to_string(&history).unwrap();
+    assert!(saved.contains("interrupted by a signal"), "{saved}");
+    assert!(dir.path().join("report.md").is_file());
+    for server in servers_before {
+        assert!(
+            !Path::new(&format!("/proc/{server}")).exists() || zombie(server),
+            "redis-server {server} still runs"
+        );
+    }
+}
+
+/// Pids of redis-server processes whose pid file names a run of harness process `owner`.
+fn redis_servers_of(owner: i32) -> Vec<u32> {
+    let dir = std::env::temp_dir().join("limiter-harness-processes");
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| {
+                    std::fs::read_to_string(e.path())
+                        .unwrap_or_default()
+                        .contains(&format!("\n{owner}-"))
+                })
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+}

@@ -1,0 +1,58 @@
+# limiter-harness — the front door. `just` lists the recipes.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+harness := "target/release/limiter-harness"
+
+# List the recipes.
+default:
+    @just --list
+
+# Build the harness (release) and the Redis image it runs in containers.
+build:
+    cargo build --release -p limiter-harness
+    {{harness}} image
+
+# Incident 1 in seconds: a limiter that fails (get-then-incr) and its fix that passes.
+demo: build
+    -{{harness}} run immortal-counter --limiter get-then-incr
+    {{harness}} run immortal-counter --limiter multi-incr-expire-nx
+
+# Incident 2: the shared allkeys-lru server resets the cap; the dedicated noeviction server holds it.
+demo-eviction: build
+    -{{harness}} run shared-cache-eviction --limiter incr-then-expire
+    {{harness}} run dedicated-noeviction --limiter incr-then-expire
+
+# Run one scenario: just run immortal-counter get-then-incr [extra flags]
+run scenario limiter *flags: build
+    {{harness}} run {{scenario}} --limiter {{limiter}} {{flags}}
+
+# Every test: unit tests, then the integration tests against real Redis (Docker and redis-server needed).
+test:
+    cargo build --workspace --all-targets
+    cargo test --workspace
+
+# Formatting and lints, as CI checks them.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# Wall time of each run the core issue measures (release build, container start included).
+timings: build
+    #!/usr/bin/env bash
+    set -uo pipefail
+    for backend in container process; do
+      for pair in "immortal-counter get-then-incr" "immortal-counter multi-incr-expire-nx" "immortal-counter lua-fixed-window" \
+                  "shared-cache-eviction incr-then-expire" "dedicated-noeviction incr-then-expire" \
+                  "steady-control get-then-incr" "steady-control incr-then-expire" "steady-control multi-incr-expire-nx" "steady-control lua-fixed-window"; do
+        set -- $pair
+        start=$(date +%s.%N)
+        {{harness}} run "$1" --limiter "$2" --backend "$backend" --no-progress --report-dir "target/timings/$backend/$1/$2" >/dev/null 2>&1
+        code=$?
+        printf '%-10s %-24s %-22s exit %s  %5.2f s\n' "$backend" "$1" "$2" "$code" "$(echo "$(date +%s.%N) - $start" | bc)"
+      done
+    done
+
+# Remove containers and processes left behind by crashed runs.
+clean:
+    cargo run -q -p limiter-harness -- clean
