@@ -155,8 +155,8 @@ fn exit_codes_say_valid_invalid_and_unknown() {
     );
 }
 
-#[test]
-fn ctrl_c_ends_the_run_unknown_saves_the_history_and_removes_the_server() {
+/// Start a run, wait until it sends requests, interrupt it; returns its output and report dir.
+fn interrupted_run(backend: &str, servers_of: impl Fn(i32) -> Vec<String>) -> (Output, tempfile::TempDir, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let child = harness()
         .args([
@@ -165,7 +165,7 @@ fn ctrl_c_ends_the_run_unknown_saves_the_history_and_removes_the_server() {
             "-l",
             "get-then-incr",
             "--backend",
-            "process",
+            backend,
             "--report-dir",
         ])
         .arg(dir.path())
@@ -181,13 +181,13 @@ fn ctrl_c_ends_the_run_unknown_saves_the_history_and_removes_the_server() {
         .contains("\"type\":\"invoke\"")
     {
         assert!(
-            started.elapsed() < Duration::from_secs(20),
+            started.elapsed() < Duration::from_secs(60),
             "the run never started sending"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let servers_before = redis_servers_of(pid);
-    assert_eq!(servers_before.len(), 1, "one server for the run");
+    let servers = servers_of(pid);
+    assert_eq!(servers.len(), 1, "one server for the run");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT).unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(
@@ -200,16 +200,57 @@ fn ctrl_c_ends_the_run_unknown_saves_the_history_and_removes_the_server() {
     let saved = std::fs::read_to_string(&history).unwrap();
     assert!(saved.contains("interrupted by a signal"), "{saved}");
     assert!(dir.path().join("report.md").is_file());
-    for server in servers_before {
+    (out, dir, servers)
+}
+
+#[test]
+fn ctrl_c_ends_the_run_unknown_saves_the_history_and_kills_the_process() {
+    let (_, _dir, servers) = interrupted_run("process", redis_servers_of);
+    for server in servers {
         assert!(
-            !Path::new(&format!("/proc/{server}")).exists() || zombie(server),
+            !Path::new(&format!("/proc/{server}")).exists() || zombie(&server),
             "redis-server {server} still runs"
         );
     }
 }
 
+#[test]
+fn ctrl_c_ends_the_run_unknown_saves_the_history_and_removes_the_container() {
+    let (_, _dir, containers) = interrupted_run("container", containers_of);
+    let left: Vec<String> = containers.iter().filter(|id| docker_has(id)).cloned().collect();
+    assert!(left.is_empty(), "containers left behind: {left:?}");
+}
+
+/// Ids of containers whose run label names harness process `owner`.
+fn containers_of(owner: i32) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            "label=limiter-harness.run",
+            "--format",
+            "{{.ID}} {{.Label \"limiter-harness.run\"}}",
+        ])
+        .output()
+        .expect("docker CLI");
+    text(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_once(' '))
+        .filter(|(_, run)| run.starts_with(&format!("{owner}-")))
+        .map(|(id, _)| id.to_owned())
+        .collect()
+}
+
+fn docker_has(id: &str) -> bool {
+    Command::new("docker")
+        .args(["inspect", id])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 /// Pids of redis-server processes whose pid file names a run of harness process `owner`.
-fn redis_servers_of(owner: i32) -> Vec<u32> {
+fn redis_servers_of(owner: i32) -> Vec<String> {
     let dir = std::env::temp_dir().join("limiter-harness-processes");
     std::fs::read_dir(dir)
         .map(|entries| {
@@ -220,12 +261,12 @@ fn redis_servers_of(owner: i32) -> Vec<u32> {
                         .unwrap_or_default()
                         .contains(&format!("\n{owner}-"))
                 })
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
                 .collect()
         })
         .unwrap_or_default()
 }
 
-fn zombie(pid: u32) -> bool {
+fn zombie(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
 }

@@ -81,9 +81,20 @@ fn eviction(history: &HistoryIndex, key: &str, t_us: u64) -> Anomaly {
         .requests_on(key)
         .filter(|r| r.complete_us.is_some_and(|c| c <= t_us) && r.count.is_some())
         .max_by_key(|r| r.complete_us);
-    let after = history
-        .requests_on(key)
-        .find(|r| r.invoke_us >= t_us && r.count.is_some());
+    // The notification is seen a little after the eviction: the restart shows as the
+    // lowest count answered around it, else as the next request's count.
+    let restarted = before.and_then(|b| {
+        history
+            .requests_on(key)
+            .filter(|r| r.invoke_us >= b.end_us() && r.end_us() <= t_us.saturating_add(NOTIFY_DELAY_US))
+            .filter(|r| r.count.is_some_and(|c| Some(c) < b.count))
+            .min_by_key(|r| (r.count, r.complete_us))
+    });
+    let after = restarted.or_else(|| {
+        history
+            .requests_on(key)
+            .find(|r| r.invoke_us >= t_us && r.count.is_some())
+    });
     let count = |r: Option<&Request>| r.and_then(|r| r.count).map_or("?".to_owned(), |c| c.to_string());
     Anomaly {
         kind: "reset-by-eviction".into(),
