@@ -59,7 +59,7 @@ async fn shared_cache_eviction(kind: Kind) {
         "{resets:?}"
     );
     assert_eq!(kinds(&shared, Invariant::AdmittedWithinLimit), ["over-admission"]);
-    let cap = 500;
+    let cap = scenario("shared-cache-eviction").limit.requests_max;
     assert!(
         shared.observed.counts.allowed > 2 * cap,
         "admitted {} against a cap of {cap}",
