@@ -29,7 +29,7 @@ async fn containers_are_labelled_answer_and_are_removed_on_stop() {
     let Some(backend) = backend(Kind::Container).await else {
         return;
     };
-    let run_id = format!("smoke-{}", std::process::id());
+    let run_id = format!("{}-smoke", std::process::id());
     let server = backend.start(ServerRole::Limiter, &run_id).await.unwrap();
     assert!(
         server.describe().contains("limiter-harness/redis:"),

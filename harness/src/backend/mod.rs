@@ -70,6 +70,8 @@ pub trait Backend: Send + Sync {
     fn owns_servers(&self) -> bool;
     /// The command-line flags that select this backend again (for the reproduce command).
     fn reproduce_flags(&self) -> String;
+    /// Start one server for `role`. `run_id` must start with the pid of the process that
+    /// owns the run and a dash (`clean` spares servers whose owner is alive).
     async fn start(&self, role: ServerRole, run_id: &str) -> Result<Box<dyn ServerHandle>, SetupError>;
 }
 
