@@ -225,6 +225,8 @@ async fn losing_the_server_mid_run_is_unknown_with_the_history_saved() {
         rate_per_s: 50.0,
         duration_ms: 2_000,
         identities: vec![0],
+        pick: limiter_harness::scenario::Pick::Random,
+        spacing: limiter_harness::scenario::Spacing::Jittered,
     };
     let config = url_run(scenario, &server.url, dir.path(), true);
     let killer = tokio::spawn(async move {

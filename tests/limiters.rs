@@ -1,6 +1,7 @@
 //! The built-in limiters against a real Redis server (a container the test starts):
 //! their decisions, counts, TTLs and round trips.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use limiter_harness::limiter::{BUILTIN_NAMES, Decision, Limiter, RequestCtx, Wire, builtin};
@@ -18,6 +19,9 @@ fn limit(window_ms: u64) -> Limit {
     }
 }
 
+/// Request ids are unique in a run (log-based limiters use them as members).
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
 async fn acquire(
     limiter: &dyn Limiter,
     conn: &mut MultiplexedConnection,
@@ -25,7 +29,7 @@ async fn acquire(
     limit: &Limit,
 ) -> (Decision, Vec<String>) {
     let ctx = RequestCtx {
-        id: 0,
+        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         identity: 0,
         ordinal: 1,
         key: key.to_owned(),
@@ -103,7 +107,7 @@ async fn round_trips_are_the_documented_command_sequences() {
         requests_max: 2,
         ..limit(5_000)
     };
-    let expected: [(&str, [&[&str]; 3]); 4] = [
+    let expected: [(&str, [&[&str]; 3]); 11] = [
         ("get-then-incr", [&["GET", "SET"], &["GET", "INCR"], &["GET"]]),
         ("incr-then-expire", [&["INCR", "PEXPIRE"], &["INCR"], &["INCR"]]),
         (
@@ -115,6 +119,22 @@ async fn round_trips_are_the_documented_command_sequences() {
             ],
         ),
         ("lua-fixed-window", [&["EVALSHA"], &["EVALSHA"], &["EVALSHA"]]),
+        (
+            "exists-then-incr",
+            [&["EXISTS", "SET"], &["EXISTS", "INCRBY"], &["EXISTS", "INCRBY"]],
+        ),
+        (
+            "set-nx-then-incr",
+            [&["SET", "INCRBY"], &["SET", "INCRBY"], &["SET", "INCRBY"]],
+        ),
+        (
+            "pipeline-incr-expire",
+            [&["INCRBY PEXPIRE"], &["INCRBY PEXPIRE"], &["INCRBY PEXPIRE"]],
+        ),
+        ("lua-incr-expire-if-first", [&["EVALSHA"], &["EVALSHA"], &["EVALSHA"]]),
+        ("sliding-log-zset", [&["EVALSHA"], &["EVALSHA"], &["EVALSHA"]]),
+        ("token-bucket-lua", [&["EVALSHA"], &["EVALSHA"], &["EVALSHA"]]),
+        ("gcra-lua", [&["EVALSHA"], &["EVALSHA"], &["EVALSHA"]]),
     ];
     for (name, trips) in expected {
         let limiter = builtin(name).unwrap();
@@ -140,6 +160,10 @@ async fn only_the_fixes_repair_a_key_that_lost_its_ttl() {
         ("incr-then-expire", false),
         ("multi-incr-expire-nx", true),
         ("lua-fixed-window", true),
+        ("exists-then-incr", false),
+        ("set-nx-then-incr", false),
+        ("pipeline-incr-expire", true),
+        ("lua-incr-expire-if-first", false),
     ];
     for (name, heals) in repairs {
         let limiter = builtin(name).unwrap();
@@ -170,5 +194,31 @@ async fn lua_fixed_window_reloads_its_script_after_script_flush() {
     let (decision, trips) = acquire(limiter.as_ref(), &mut conn, "flushed", &limit).await;
     assert_eq!((decision.allowed, decision.count), (true, Some(1)));
     assert_eq!(trips, ["EVALSHA", "SCRIPT", "EVALSHA"]);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_clock_limiters_heal_their_own_exhausted_state_within_a_window() {
+    let Some(server) = TestServer::start(Kind::Container).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let limit = limit(300);
+    for name in ["sliding-log-zset", "token-bucket-lua", "gcra-lua", "lua-fixed-window"] {
+        let limiter = builtin(name).unwrap();
+        limiter.prepare(&mut conn, &limit).await.unwrap();
+        let key = format!("planted:{name}");
+        limiter.plant_exhausted(&mut conn, &key, &limit).await.unwrap();
+        assert_eq!(pttl(&mut conn, &key).await, -1, "{name}: planted without a TTL");
+        assert!(
+            !acquire(limiter.as_ref(), &mut conn, &key, &limit).await.0.allowed,
+            "{name}: exhausted"
+        );
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        let (decision, _) = acquire(limiter.as_ref(), &mut conn, &key, &limit).await;
+        assert!(decision.allowed, "{name}: admitted again a window later");
+        let ttl = pttl(&mut conn, &key).await;
+        assert!(ttl > 0 && ttl <= 300, "{name}: healed, PTTL {ttl}");
+    }
     server.stop().await;
 }

@@ -15,6 +15,7 @@ pub mod clock;
 pub mod error;
 pub mod history;
 pub mod limiter;
+pub mod matrix;
 pub mod nemesis;
 pub mod observer;
 pub mod report;

@@ -1,14 +1,19 @@
 //! `admitted-within-limit`: no identity is admitted more often than its algorithm allows.
 //!
-//! Fixed window: a window admits at most `requests_max`, and any interval of `window_ms`
-//! overlaps at most two windows, so at most 2 × requests_max admissions may fall inside
-//! one interval of `window_ms`: a correct fixed window can legitimately reach 2× across a
-//! boundary, never more. An admission counts in an interval when the request was both
-//! sent and answered inside it.
+//! The bound per interval of `window_ms` depends on the algorithm:
+//! - fixed window: a window admits at most `requests_max`, and any interval of `window_ms`
+//!   overlaps at most two windows, so 2 × requests_max (legitimately reached across a
+//!   boundary, never more). Also, no request may be admitted with a count above
+//!   `requests_max`: the limiter's own counter then says the window was already full;
+//! - sliding log: requests_max (the log counts exactly the last window);
+//! - token bucket and GCRA: a full burst of requests_max plus requests_max refilled over
+//!   the window, 2 × requests_max.
+//!
+//! An admission counts in an interval when the request was both sent and answered inside it.
 
 use std::collections::BTreeMap;
 
-use super::{Anomaly, CheckInput, CheckResult, Verdict, ms};
+use super::{Anomaly, CheckInput, CheckResult, Verdict, ms, window};
 use crate::history::Request;
 use crate::limiter::Algorithm;
 use crate::scenario::Invariant;
@@ -31,6 +36,22 @@ pub fn admitted_within_limit(input: &CheckInput<'_>) -> CheckResult {
     let mut per_identity: BTreeMap<u32, Vec<&Request>> = BTreeMap::new();
     for r in &input.history.requests {
         per_identity.entry(r.identity).or_default().push(r);
+    }
+    let mut notes = Vec::new();
+    if input.algorithm == Algorithm::FixedWindow {
+        anomalies.extend(window::over_count(&per_identity, input.limit.requests_max));
+        if input.history.keyspace_complete {
+            anomalies.extend(window::over_window(
+                input.history,
+                &per_identity,
+                input.limit.requests_max,
+            ));
+        } else {
+            notes.push(
+                "without keyspace notifications the windows' ends are unknown: admissions per window were not counted"
+                    .to_owned(),
+            );
+        }
     }
     for (identity, requests) in per_identity {
         let definite: Vec<&Request> = requests.iter().copied().filter(|r| r.allowed()).collect();
@@ -61,18 +82,34 @@ pub fn admitted_within_limit(input: &CheckInput<'_>) -> CheckResult {
             ),
         )
     };
-    CheckResult::from_anomalies(Invariant::AdmittedWithinLimit, anomalies, otherwise).with_rule(rule)
+    let mut result = CheckResult::from_anomalies(Invariant::AdmittedWithinLimit, anomalies, otherwise).with_rule(rule);
+    result.notes.extend(notes);
+    result
 }
 
 fn bound(input: &CheckInput<'_>) -> (u64, String) {
     let max = input.limit.requests_max;
+    let window = input.limit.window_ms;
     match input.algorithm {
         Algorithm::FixedWindow => (
             2 * max,
             format!(
-                "at most 2 × requests_max = {} admitted per identity in any {} ms: a fixed window admits up to {max} on each side of a window boundary",
+                "at most 2 × requests_max = {} admitted per identity in any {window} ms (a fixed window admits up to {max} on each side of a window boundary); at most {max} within one window of a key (between its expiries); and no admission with a count above {max}",
+                2 * max
+            ),
+        ),
+        Algorithm::SlidingLog => (
+            max,
+            format!(
+                "at most requests_max = {max} admitted per identity in any {window} ms: the log admits only while fewer than {max} fall within the last window"
+            ),
+        ),
+        Algorithm::TokenBucket | Algorithm::Gcra => (
+            2 * max,
+            format!(
+                "at most 2 × requests_max = {} admitted per identity in any {window} ms: a full burst of {max} plus {max} refilled over the window ({})",
                 2 * max,
-                input.limit.window_ms
+                input.algorithm.name()
             ),
         ),
     }

@@ -156,6 +156,16 @@ impl HistoryBuilder {
         self
     }
 
+    /// The scenario's [[setup]] planted `key` at `t_ms` (e.g. an exhausted counter without TTL).
+    pub(crate) fn setup(mut self, t_ms: u64, key: &str, detail: &str) -> Self {
+        self.events.push(Event::Setup {
+            t_us: us(t_ms),
+            key: key.to_owned(),
+            detail: detail.to_owned(),
+        });
+        self
+    }
+
     /// The final audit at `t_ms` found no limiter key.
     pub(crate) fn empty_final_audit(self, t_ms: u64) -> Self {
         self.sample(t_ms, true, &[])
@@ -209,7 +219,7 @@ impl HistoryBuilder {
         &self.events
     }
 
-    /// Judge `invariants` with the default [`limit`] and [`config`].
+    /// Judge `invariants` with the default [`limit`] and [`config`], as a fixed window's history.
     pub(crate) fn check(&self, invariants: &[Invariant]) -> Vec<CheckResult> {
         self.check_with(&limit(), &config(invariants))
     }
@@ -219,18 +229,23 @@ impl HistoryBuilder {
         self.check(&[invariant]).remove(0)
     }
 
+    /// Judge one invariant with the default [`limit`] and [`config`], as `algorithm`'s history.
+    pub(crate) fn check_one_as(&self, algorithm: Algorithm, invariant: Invariant) -> CheckResult {
+        run(self.events(), &limit(), &config(&[invariant]), algorithm).remove(0)
+    }
+
     pub(crate) fn check_with(&self, limit: &Limit, config: &CheckConfig) -> Vec<CheckResult> {
-        run(self.events(), limit, config)
+        run(self.events(), limit, config, Algorithm::FixedWindow)
     }
 }
 
-/// Run [`check`] on `events` as a fixed-window limiter's history.
-pub(crate) fn run(events: &[Event], limit: &Limit, config: &CheckConfig) -> Vec<CheckResult> {
+/// Run [`check`] on `events` as the history of a limiter implementing `algorithm`.
+pub(crate) fn run(events: &[Event], limit: &Limit, config: &CheckConfig, algorithm: Algorithm) -> Vec<CheckResult> {
     let history = HistoryIndex::new(events);
     check(&CheckInput {
         limit,
         config,
-        algorithm: Algorithm::FixedWindow,
+        algorithm,
         history: &history,
     })
 }

@@ -3,10 +3,13 @@
 //! a panic inside one becomes an Unknown verdict that says so.
 
 mod admitted;
+mod leaks;
+mod liveness;
 mod lockout;
 mod reset;
 mod ttl;
 mod verdict;
+mod window;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -52,6 +55,8 @@ fn check_one(invariant: Invariant, input: &CheckInput<'_>) -> CheckResult {
         Invariant::NoCounterReset => reset::no_counter_reset(input),
         Invariant::AdmittedWithinLimit => admitted::admitted_within_limit(input),
         Invariant::NoLockout => lockout::no_lockout(input),
+        Invariant::AdmitsUpToLimit => liveness::admits_up_to_limit(input),
+        Invariant::NoLeakedKeys => leaks::no_leaked_keys(input),
     }
 }
 

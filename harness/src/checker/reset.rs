@@ -30,8 +30,10 @@ pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
         }
     }
     let mut drops = Drops::default();
-    for key in history.by_key.keys() {
-        find_drops(history, key, &mut drops, &mut anomalies);
+    if input.algorithm.counts_only_grow() {
+        for key in history.by_key.keys() {
+            find_drops(history, key, &mut drops, &mut anomalies);
+        }
     }
     if stale_evictions > 0 {
         notes.push(format!(
@@ -55,9 +57,12 @@ pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
             "no counter dropped while its window was live".to_owned(),
         )
     };
-    let mut result = CheckResult::from_anomalies(Invariant::NoCounterReset, anomalies, otherwise).with_rule(
-        "an `evicted` notification for a live key, or a count lower than one an earlier finished request saw without an `expired` notification in between, is a reset",
-    );
+    let rule = if input.algorithm.counts_only_grow() {
+        "an `evicted` notification for a live key, or a count lower than one an earlier finished request saw without an `expired` notification in between, is a reset"
+    } else {
+        "an `evicted` notification for a live key is a reset (this algorithm's count falls as time passes, so drops in it are not judged)"
+    };
+    let mut result = CheckResult::from_anomalies(Invariant::NoCounterReset, anomalies, otherwise).with_rule(rule);
     result.notes.extend(notes);
     result
 }

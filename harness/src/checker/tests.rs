@@ -1,10 +1,13 @@
 //! The checkers on hand-written histories: for each invariant a Valid, an Invalid and an
 //! Unknown history, and the edge cases each rule's doc comment promises.
 
-use super::fixtures::{HistoryBuilder, config, limit, us};
+use super::fixtures::{HistoryBuilder, config, key, limit, us};
 use super::{Anomaly, CheckResult, Verdict};
 use crate::history::Outcome;
-use crate::scenario::Invariant::{self, AdmittedWithinLimit, NoCounterReset, NoLockout, TtlBounded, TtlPresent};
+use crate::limiter::Algorithm;
+use crate::scenario::Invariant::{
+    self, AdmitsUpToLimit, AdmittedWithinLimit, NoCounterReset, NoLeakedKeys, NoLockout, TtlBounded, TtlPresent,
+};
 
 /// The one anomaly of an Invalid result.
 fn sole_anomaly(result: &CheckResult) -> &Anomaly {
@@ -142,6 +145,73 @@ fn ttl_present_excuses_a_key_whose_request_was_never_answered() {
         .check_one(TtlPresent);
     assert_verdict(&result, Verdict::Valid);
     assert_note_has(&result, "1 PTTL -1 observation(s) excused");
+}
+
+#[test]
+fn ttl_present_excuses_a_planted_key_until_a_window_after_the_limiters_first_answer() {
+    // The scenario planted an exhausted counter without TTL; the limiter's first answer on
+    // it comes at 102 ms, and request 2 heals it (sets the TTL) at 1000 ms.
+    let result = HistoryBuilder::new()
+        .setup(0, "rl:0", "SET rl:0 20 (no TTL)")
+        .sample(50, false, &[("rl:0", -1, Some("20"))])
+        .rejected(1, 0, 100, 102, 21)
+        .sample(1101, false, &[("rl:0", -1, Some("21"))])
+        .request(2, 0, 1150, 1152, Outcome::Rejected, Some(22), &["INCR", "PEXPIRE"])
+        .sample(1200, false, &[("rl:0", 950, Some("22"))])
+        .empty_final_audit(3000)
+        .check_one(TtlPresent);
+    assert_verdict(&result, Verdict::Valid);
+    assert_eq!(
+        result.notes,
+        vec![
+            "2 PTTL -1 observation(s) of keys the scenario planted without a TTL, within a window of the limiter's first answer on them (its time to heal them)".to_owned()
+        ],
+        "excused as planted, not as in flight"
+    );
+}
+
+#[test]
+fn ttl_present_a_planted_key_still_without_ttl_a_window_after_the_first_answer_is_immortal() {
+    // First answer at 102 ms: the key is due by 1102 ms. A limiter that only sets the TTL on
+    // count 1 never heals it.
+    let history = |planted: bool| {
+        let history = if planted {
+            HistoryBuilder::new().setup(0, "rl:0", "SET rl:0 20 (no TTL)")
+        } else {
+            HistoryBuilder::new()
+        };
+        history
+            .sample(50, false, &[("rl:0", -1, Some("20"))])
+            .rejected(1, 0, 100, 102, 21)
+            .sample(1101, false, &[("rl:0", -1, Some("21"))])
+            .sample(1102, false, &[("rl:0", -1, Some("21"))])
+            .sample(3000, true, &[("rl:0", -1, Some("21"))])
+    };
+    let result = history(true).check_one(TtlPresent);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "immortal-key");
+    assert_eq!(anomaly.key, "rl:0");
+    assert_eq!(anomaly.requests, Vec::<u64>::new(), "no request created it");
+    assert_eq!(
+        anomaly.t_us,
+        us(1102),
+        "the first sample a window after the first answer"
+    );
+    assert_eq!(
+        anomaly.seen,
+        vec!["PTTL -1 (2 sample(s))".to_owned(), "value 21".to_owned()]
+    );
+    assert_eq!(
+        anomaly.because,
+        "rl:0 exists with no expiry (PTTL -1): it will never expire"
+    );
+    assert_note_has(&result, "2 PTTL -1 observation(s) of keys the scenario planted");
+    // The excuse is for planted keys only: unplanted, the first sample already counts.
+    let result = history(false).check_one(TtlPresent);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.t_us, us(50));
+    assert_eq!(anomaly.seen[0], "PTTL -1 (4 sample(s))");
+    assert!(result.notes.is_empty(), "{result:#?}");
 }
 
 #[test]
@@ -383,6 +453,56 @@ fn no_counter_reset_still_sees_a_reset_in_the_window_after_a_race() {
     assert_eq!(anomaly.requests, vec![6, 7]);
 }
 
+#[test]
+fn no_counter_reset_does_not_judge_count_drops_of_algorithms_whose_count_falls() {
+    // Identity 0's count falls from 3 to 1 with no notification: a reset for a fixed window.
+    let history = three_requests().allowed(4, 1, 300, 302, 1).allowed(5, 0, 600, 602, 1);
+    let fixed = history.check_one(NoCounterReset);
+    assert_eq!(sole_anomaly(&fixed).kind, "reset-unexplained");
+    assert!(
+        fixed
+            .rule
+            .as_deref()
+            .is_some_and(|r| r.contains("a count lower than one an earlier finished request saw")),
+        "{fixed:#?}"
+    );
+    for algorithm in [Algorithm::SlidingLog, Algorithm::TokenBucket, Algorithm::Gcra] {
+        let result = history.check_one_as(algorithm, NoCounterReset);
+        assert_verdict(&result, Verdict::Valid);
+        assert_eq!(
+            result.rule.as_deref(),
+            Some(
+                "an `evicted` notification for a live key is a reset (this algorithm's count falls as time passes, so drops in it are not judged)"
+            ),
+            "{algorithm:?}"
+        );
+    }
+}
+
+#[test]
+fn no_counter_reset_sliding_log_still_reports_an_eviction_of_a_live_key() {
+    let result = three_requests()
+        .sample(50, false, &[("rl:0", 970, None)])
+        .keyspace(100, "rl:0", "evicted")
+        .allowed(4, 0, 200, 202, 1)
+        .check_one_as(Algorithm::SlidingLog, NoCounterReset);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "reset-by-eviction");
+    assert_eq!(anomaly.key, "rl:0");
+    assert_eq!(anomaly.requests, vec![3, 4]);
+    assert_eq!(anomaly.t_us, us(100));
+    assert_eq!(
+        anomaly.seen,
+        vec!["keyspace event: evicted".to_owned(), "count 3 -> 1".to_owned()]
+    );
+    assert!(
+        anomaly
+            .because
+            .starts_with("the server evicted rl:0 while its window was live"),
+        "{anomaly:#?}"
+    );
+}
+
 // ---- admitted-within-limit ---------------------------------------------------------------
 
 /// `n` requests by `identity` with ids from `first_id`, one per ms from `start_ms`, each
@@ -411,12 +531,31 @@ fn run_of(
     history
 }
 
+/// Identity `identity` on a correct fixed window: 10 admitted (ids from `first_id`, one per
+/// ms from 900 ms, counts 1 to 10) at the end of a window whose key expires at 1000 ms, then
+/// `then` admitted at the start of the next window (one per ms from 1000 ms, counts from 1).
+fn across_a_boundary(history: HistoryBuilder, identity: u32, first_id: u64, then: u64) -> HistoryBuilder {
+    let history =
+        run_of(history, Outcome::Allowed, identity, first_id, 900, 10, 1).keyspace(1000, &key(identity), "expired");
+    run_of(history, Outcome::Allowed, identity, first_id + 10, 1000, then, 1)
+}
+
+/// (kind, key, requests) of every anomaly, in the result's order (all of them shown).
+fn anomalies(result: &CheckResult) -> Vec<(&str, &str, Vec<u64>)> {
+    assert_eq!(result.anomalies.len(), result.anomalies_total, "{result:#?}");
+    result
+        .anomalies
+        .iter()
+        .map(|a| (a.kind.as_str(), a.key.as_str(), a.requests.clone()))
+        .collect()
+}
+
 #[test]
 fn admitted_within_limit_valid_at_exactly_twice_the_limit_across_a_window_boundary() {
-    // 10 admitted at the end of one window, 10 rejected, 10 admitted at the start of the next:
-    // 20 admissions within 110 ms, which a correct fixed window allows.
+    // 10 admitted at the end of one window, 10 rejected, the key expires, 10 admitted at the
+    // start of the next: 20 admissions within 110 ms, which a correct fixed window allows.
     let history = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 900, 10, 1);
-    let history = run_of(history, Outcome::Rejected, 0, 11, 910, 10, 11);
+    let history = run_of(history, Outcome::Rejected, 0, 11, 910, 10, 11).keyspace(1000, "rl:0", "expired");
     let result = run_of(history, Outcome::Allowed, 0, 21, 1000, 10, 1).check_one(AdmittedWithinLimit);
     assert_verdict(&result, Verdict::Valid);
     assert_summary_has(&result, "at most 20 admitted per identity in any 1000 ms (bound 20)");
@@ -427,19 +566,24 @@ fn admitted_within_limit_valid_at_exactly_twice_the_limit_across_a_window_bounda
             .is_some_and(|r| r.contains("2 × requests_max = 20")),
         "{result:#?}"
     );
+    assert!(result.notes.is_empty(), "{result:#?}");
 }
 
 #[test]
 fn admitted_within_limit_invalid_at_twice_the_limit_plus_one_in_one_window() {
+    // All 21 in one window of the key, each admitted with the count the limiter saw: over
+    // the 2× bound, over the limit within the window, and over the limit by its own count.
     let result = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 0, 21, 1).check_one(AdmittedWithinLimit);
-    let anomaly = sole_anomaly(&result);
-    assert_eq!(anomaly.kind, "over-admission");
-    assert_eq!(anomaly.key, "rl:0");
+    assert_eq!(result.verdict, Verdict::Invalid);
     assert_eq!(
-        anomaly.requests,
-        vec![1, 21],
-        "first and last admission of the interval"
+        anomalies(&result),
+        vec![
+            ("over-admission-in-window", "rl:0", vec![1, 21]),
+            ("over-admission", "rl:0", vec![1, 21]),
+            ("admitted-over-count", "rl:0", vec![11, 12, 13, 14, 15]),
+        ]
     );
+    let anomaly = &result.anomalies[1];
     assert_eq!(anomaly.t_us, 0);
     assert_eq!(anomaly.seen[0], "21 admitted from request #1 to request #21");
     assert!(
@@ -448,39 +592,69 @@ fn admitted_within_limit_invalid_at_twice_the_limit_plus_one_in_one_window() {
             .contains("identity 0 was admitted 21 times within 1000 ms"),
         "{anomaly:#?}"
     );
+    let in_window = &result.anomalies[0];
+    assert_eq!(in_window.t_us, 0);
+    assert_eq!(
+        in_window.seen,
+        vec!["21 admitted from 0.0 ms to 21.0 ms with no expiry of rl:0 in between".to_owned()]
+    );
+    let over_count = &result.anomalies[2];
+    assert_eq!(over_count.t_us, us(10), "the first admission above the limit");
+    assert_eq!(
+        over_count.seen,
+        vec!["11 admission(s) with a count above 10, the highest 21".to_owned()]
+    );
 }
 
 #[test]
 fn admitted_within_limit_names_the_identity_over_its_bound() {
-    let history = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 0, 20, 1);
-    let result = run_of(history, Outcome::Allowed, 1, 101, 0, 21, 1).check_one(AdmittedWithinLimit);
-    let anomaly = sole_anomaly(&result);
-    assert_eq!(anomaly.key, "rl:1");
-    assert_eq!(anomaly.requests, vec![101, 121]);
+    // Both identities get 10 + 10 across a window boundary; identity 1 gets a 21st in the
+    // second window (its count, 11, says the window was full).
+    let history = across_a_boundary(HistoryBuilder::new(), 0, 1, 10);
+    let result = across_a_boundary(history, 1, 101, 11).check_one(AdmittedWithinLimit);
+    assert_eq!(result.verdict, Verdict::Invalid);
+    assert_eq!(
+        anomalies(&result),
+        vec![
+            ("over-admission", "rl:1", vec![101, 121]),
+            ("admitted-over-count", "rl:1", vec![121]),
+        ]
+    );
+    assert!(
+        result.anomalies[0]
+            .because
+            .contains("identity 1 was admitted 21 times within 1000 ms"),
+        "{result:#?}"
+    );
 }
 
 #[test]
 fn admitted_within_limit_counts_each_identity_separately() {
-    let history = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 0, 15, 1);
-    let result = run_of(history, Outcome::Allowed, 1, 101, 0, 15, 1).check_one(AdmittedWithinLimit);
+    // 15 per identity within 110 ms (10 + 5 across a boundary); 30 together.
+    let history = across_a_boundary(HistoryBuilder::new(), 0, 1, 5);
+    let result = across_a_boundary(history, 1, 101, 5).check_one(AdmittedWithinLimit);
     assert_verdict(&result, Verdict::Valid);
+    assert_summary_has(&result, "at most 15 admitted per identity");
 }
 
 #[test]
 fn admitted_within_limit_valid_when_the_extra_admission_falls_outside_the_interval() {
-    // 20 admitted at 0..20 ms, the 21st answered exactly one window after the 2nd was sent.
+    // 20 admitted at 0..20 ms, the 21st answered exactly one window after the 1st was sent:
+    // the interval [0, 1000 ms) holds 20, as does [1 ms, 1001 ms). Judged as a token bucket,
+    // whose only rule is this bound (a fixed window's counts would put all 21 in one window).
     let history = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 0, 20, 1);
     let result = history
-        .request(21, 0, 1000, 1001, Outcome::Allowed, Some(1), &["INCR"])
-        .check_one(AdmittedWithinLimit);
+        .request(21, 0, 999, 1000, Outcome::Allowed, Some(1), &["INCR"])
+        .check_one_as(Algorithm::TokenBucket, AdmittedWithinLimit);
     assert_verdict(&result, Verdict::Valid);
+    assert_summary_has(&result, "at most 20 admitted per identity in any 1000 ms (bound 20)");
 }
 
 #[test]
 fn admitted_within_limit_unknown_when_an_indeterminate_request_could_exceed_the_bound() {
-    let history = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 0, 20, 1);
+    let history = across_a_boundary(HistoryBuilder::new(), 0, 1, 10);
     let result = history
-        .request(21, 0, 30, 40, Outcome::Indeterminate, None, &["INCR"])
+        .request(21, 0, 1030, 1040, Outcome::Indeterminate, None, &["INCR"])
         .check_one(AdmittedWithinLimit);
     assert_verdict(&result, Verdict::Unknown);
     assert_summary_has(&result, "identities [0]");
@@ -488,11 +662,195 @@ fn admitted_within_limit_unknown_when_an_indeterminate_request_could_exceed_the_
 
 #[test]
 fn admitted_within_limit_errors_decided_nothing() {
-    let history = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 0, 20, 1);
+    let history = across_a_boundary(HistoryBuilder::new(), 0, 1, 10);
     let result = history
-        .request(21, 0, 30, 40, Outcome::Error, None, &["INCR"])
+        .request(21, 0, 1030, 1040, Outcome::Error, None, &["INCR"])
         .check_one(AdmittedWithinLimit);
     assert_verdict(&result, Verdict::Valid);
+}
+
+/// Identity 0's 12 requests in pairs sent 1 ms apart every 100 ms from 0 ms, each pair
+/// answered after 5 ms with the same count (a read-then-write limiter losing updates), all
+/// admitted; the key expires at 1000 ms.
+fn lost_updates() -> HistoryBuilder {
+    let mut history = HistoryBuilder::new();
+    for pair in 0..6u64 {
+        let t = pair * 100;
+        let count = pair as i64 + 1;
+        history = history
+            .request(
+                2 * pair + 1,
+                0,
+                t,
+                t + 5,
+                Outcome::Allowed,
+                Some(count),
+                &["GET", "SET"],
+            )
+            .request(
+                2 * pair + 2,
+                0,
+                t + 1,
+                t + 6,
+                Outcome::Allowed,
+                Some(count),
+                &["GET", "SET"],
+            );
+    }
+    history.keyspace(1000, "rl:0", "expired")
+}
+
+#[test]
+fn admitted_within_limit_fixed_window_invalid_over_the_limit_within_one_window() {
+    let result = lost_updates().check_one(AdmittedWithinLimit);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "over-admission-in-window");
+    assert_eq!(anomaly.key, "rl:0");
+    assert_eq!(anomaly.requests, vec![1, 12], "first and last admission of the window");
+    assert_eq!(anomaly.t_us, 0);
+    assert_eq!(
+        anomaly.seen,
+        vec!["12 admitted from 0.0 ms to 506.0 ms with no expiry of rl:0 in between".to_owned()]
+    );
+    assert!(
+        anomaly
+            .because
+            .starts_with("12 requests were admitted within one window of rl:0, more than requests_max 10"),
+        "{anomaly:#?}"
+    );
+    assert!(
+        result
+            .rule
+            .as_deref()
+            .is_some_and(|r| r.contains("at most 10 within one window of a key")),
+        "{result:#?}"
+    );
+}
+
+#[test]
+fn admitted_within_limit_over_the_limit_within_one_window_is_not_judged_without_keyspace_notifications() {
+    let result = lost_updates().keyspace_lost().check_one(AdmittedWithinLimit);
+    assert_verdict(&result, Verdict::Valid);
+    assert_note_has(
+        &result,
+        "without keyspace notifications the windows' ends are unknown: admissions per window were not counted",
+    );
+}
+
+#[test]
+fn admitted_within_limit_ignores_requests_close_to_a_window_end() {
+    // The key expires at 1000 ms but its notification is seen at 1040 ms: request 11, at
+    // 1010 ms, already belongs to the next window (count 1), which then admits 9 more.
+    let history = (0..10).fold(HistoryBuilder::new(), |h, i| {
+        h.allowed(i + 1, 0, i * 50, i * 50 + 2, i as i64 + 1)
+    });
+    let history = history.allowed(11, 0, 1010, 1012, 1).keyspace(1040, "rl:0", "expired");
+    let history = (1..10).fold(history, |h, i| {
+        h.allowed(11 + i, 0, 1050 + i * 50, 1052 + i * 50, i as i64 + 1)
+    });
+    let result = history.check_one(AdmittedWithinLimit);
+    assert_verdict(&result, Verdict::Valid);
+    // The exclusion is only near the end: an 11th admission well inside the first window
+    // (a lost update, count 10 again) is one too many.
+    let result = history.allowed(21, 0, 900, 902, 10).check_one(AdmittedWithinLimit);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "over-admission-in-window");
+    assert_eq!(anomaly.requests, vec![1, 21]);
+}
+
+#[test]
+fn admitted_within_limit_fixed_window_invalid_when_admitted_with_a_count_above_the_limit() {
+    // Requests 10 and 11 race: both read 9, both are admitted, their writes make 10 and 11.
+    let history = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 0, 9, 1)
+        .request(10, 0, 450, 460, Outcome::Allowed, Some(10), &["GET", "INCR"])
+        .request(11, 0, 451, 461, Outcome::Allowed, Some(11), &["GET", "INCR"])
+        .rejected(12, 0, 600, 601, 12)
+        .keyspace(1000, "rl:0", "expired");
+    let result = history.check_one(AdmittedWithinLimit);
+    assert_eq!(result.verdict, Verdict::Invalid);
+    assert_eq!(
+        anomalies(&result),
+        vec![
+            ("over-admission-in-window", "rl:0", vec![1, 11]),
+            ("admitted-over-count", "rl:0", vec![11]),
+        ]
+    );
+    let over_count = &result.anomalies[1];
+    assert_eq!(over_count.t_us, us(451));
+    assert_eq!(
+        over_count.seen,
+        vec!["1 admission(s) with a count above 10, the highest 11".to_owned()]
+    );
+    assert!(
+        over_count
+            .because
+            .starts_with("request #11 was admitted with count 11 > requests_max 10"),
+        "{over_count:#?}"
+    );
+    // The count needs no notification: it is judged even when they were lost.
+    let result = history.keyspace_lost().check_one(AdmittedWithinLimit);
+    assert_eq!(sole_anomaly(&result).kind, "admitted-over-count");
+    assert_note_has(&result, "admissions per window were not counted");
+}
+
+#[test]
+fn admitted_within_limit_sliding_log_bound_is_the_limit_itself() {
+    // 10 admitted at 0..10 ms and an 11th at 100 ms, no expiry notification.
+    let ten = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 0, 10, 1);
+    let result = ten.check_one_as(Algorithm::SlidingLog, AdmittedWithinLimit);
+    assert_verdict(&result, Verdict::Valid);
+    assert_summary_has(&result, "at most 10 admitted per identity in any 1000 ms (bound 10)");
+    let eleven = ten.allowed(11, 0, 100, 101, 11);
+    let result = eleven.check_one_as(Algorithm::SlidingLog, AdmittedWithinLimit);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "over-admission");
+    assert_eq!(anomaly.key, "rl:0");
+    assert_eq!(anomaly.requests, vec![1, 11]);
+    assert_eq!(anomaly.seen[0], "11 admitted from request #1 to request #11");
+    assert!(
+        anomaly
+            .because
+            .contains("identity 0 was admitted 11 times within 1000 ms, 1.1× the bound of 10"),
+        "{anomaly:#?}"
+    );
+    assert!(
+        result
+            .rule
+            .as_deref()
+            .is_some_and(|r| r.starts_with("at most requests_max = 10 admitted per identity in any 1000 ms")),
+        "{result:#?}"
+    );
+    assert!(result.notes.is_empty(), "no fixed-window rule applies: {result:#?}");
+    // A token bucket or GCRA may admit a burst plus a window's refill: 11 is fine, and the
+    // fixed window's per-window and per-count rules do not apply to them.
+    for algorithm in [Algorithm::TokenBucket, Algorithm::Gcra] {
+        let result = eleven.check_one_as(algorithm, AdmittedWithinLimit);
+        assert_verdict(&result, Verdict::Valid);
+        assert_summary_has(&result, "at most 11 admitted per identity in any 1000 ms (bound 20)");
+        assert!(result.notes.is_empty(), "{result:#?}");
+    }
+}
+
+#[test]
+fn admitted_within_limit_token_bucket_and_gcra_bound_is_twice_the_limit() {
+    let history = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 0, 21, 1);
+    for (algorithm, name) in [(Algorithm::TokenBucket, "token bucket"), (Algorithm::Gcra, "GCRA")] {
+        let result = history.check_one_as(algorithm, AdmittedWithinLimit);
+        let anomaly = sole_anomaly(&result);
+        assert_eq!(anomaly.kind, "over-admission");
+        assert_eq!(anomaly.requests, vec![1, 21]);
+        assert!(
+            anomaly
+                .because
+                .contains("21 times within 1000 ms, 1.1× the bound of 20"),
+            "{anomaly:#?}"
+        );
+        let rule = result.rule.as_deref().unwrap_or_default();
+        assert!(
+            rule.starts_with("at most 2 × requests_max = 20") && rule.ends_with(&format!("({name})")),
+            "{rule}"
+        );
+    }
 }
 
 // ---- no-lockout --------------------------------------------------------------------------
@@ -603,11 +961,326 @@ fn no_lockout_unknown_when_the_request_after_quiet_got_no_decision() {
     assert_summary_has(&result, "got no decision (requests [2])");
 }
 
+// ---- admits-up-to-limit -----------------------------------------------------------------
+
+/// Identity `identity`'s requests at `times_ms` (ids from `first_id`, each answered 1 ms
+/// later) to a correct fixed window: a window opens with the first request after the last
+/// one ended, its key's `expired` notification arrives at the window's end, and a request
+/// is admitted while its count is within the limit.
+fn fixed_window(
+    mut history: HistoryBuilder,
+    identity: u32,
+    first_id: u64,
+    times_ms: impl IntoIterator<Item = u64>,
+) -> HistoryBuilder {
+    let (max, window_ms) = (limit().requests_max as i64, limit().window_ms);
+    let mut opened: Option<u64> = None;
+    let mut count = 0;
+    for (id, t) in (first_id..).zip(times_ms) {
+        if let Some(start) = opened
+            && t >= start + window_ms
+        {
+            history = history.keyspace(start + window_ms, &key(identity), "expired");
+            opened = None;
+        }
+        if opened.is_none() {
+            opened = Some(t);
+            count = 0;
+        }
+        count += 1;
+        history = if count <= max {
+            history.allowed(id, identity, t, t + 1, count)
+        } else {
+            history.rejected(id, identity, t, t + 1, count)
+        };
+    }
+    history
+}
+
+/// Identity 0 sends every 50 ms from 0 to 2000 ms (41 requests, one full span of two
+/// windows holding the first 40) against a key planted at 20 whose TTL ends at
+/// `expires_ms`: refused until then, then a fresh window admits up to the limit.
+fn refused_until(expires_ms: u64) -> HistoryBuilder {
+    let mut history = HistoryBuilder::new().setup(0, "rl:0", &format!("SET rl:0 20 PX {expires_ms}"));
+    let mut expired = false;
+    let mut count = 20;
+    for (id, t) in (1..).zip((0..=2000).step_by(50)) {
+        if !expired && t >= expires_ms {
+            history = history.keyspace(expires_ms, "rl:0", "expired");
+            expired = true;
+            count = 0;
+        }
+        count += 1;
+        history = if count <= 10 {
+            history.allowed(id, 0, t, t + 1, count)
+        } else {
+            history.rejected(id, 0, t, t + 1, count)
+        };
+    }
+    history
+}
+
+#[test]
+fn admits_up_to_limit_valid_when_a_busy_identity_gets_the_limit_each_window() {
+    // Identity 0 sends every 50 ms for two windows and gets 10 per window; identity 1 sends
+    // too little to be judged.
+    let history = fixed_window(HistoryBuilder::new(), 0, 1, (0..=2000).step_by(50));
+    let result = fixed_window(history, 1, 101, [0, 500, 1000]).check_one(AdmitsUpToLimit);
+    assert_verdict(&result, Verdict::Valid);
+    assert_summary_has(&result, "admitted at least 9 per two windows (1 span(s))");
+    assert_eq!(
+        result.rule.as_deref(),
+        Some(
+            "in every span of 2 × 1000 ms in which an identity sent at least 20 requests, at least 9 admitted (requests_max 10 − tolerance 1)"
+        )
+    );
+}
+
+#[test]
+fn admits_up_to_limit_invalid_when_a_key_without_ttl_refuses_everything() {
+    let mut history = HistoryBuilder::new().setup(0, "rl:0", "SET rl:0 20 (no TTL)");
+    for (id, t) in (1..).zip((0..=2000).step_by(50)) {
+        history = history.rejected(id, 0, t, t + 1, 20 + id as i64);
+    }
+    let result = history
+        .sample(1000, false, &[("rl:0", -1, Some("41"))])
+        .check_one(AdmitsUpToLimit);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "starved");
+    assert_eq!(anomaly.key, "rl:0");
+    assert_eq!(anomaly.requests, vec![1, 40], "first and last request of the span");
+    assert_eq!(anomaly.t_us, 0);
+    assert_eq!(
+        anomaly.seen,
+        vec![
+            "40 requests sent, 0 admitted, from 0.0 ms to 1950.0 ms".to_owned(),
+            "0 expiry/eviction notification(s) for rl:0 in the span".to_owned(),
+            "last sampled PTTL in the span: -1".to_owned(),
+        ]
+    );
+    assert_eq!(
+        anomaly.because,
+        "identity 0 sent 40 requests over two windows but was admitted 0 times, fewer than 9: rl:0 has no TTL: it never expires"
+    );
+}
+
+#[test]
+fn admits_up_to_limit_invalid_when_traffic_keeps_extending_the_window() {
+    // Every request pushes the TTL back: the first window admits 10 and never ends. The
+    // first span (0..2000 ms) got its 10; the second (2000..4000 ms) got none.
+    let mut history = HistoryBuilder::new();
+    for (id, t) in (1..).zip((0..=4000).step_by(50)) {
+        let count = id as i64;
+        let outcome = if count <= 10 {
+            Outcome::Allowed
+        } else {
+            Outcome::Rejected
+        };
+        history = history.request(id, 0, t, t + 1, outcome, Some(count), &["INCR", "PEXPIRE"]);
+    }
+    let result = history
+        .sample(3020, false, &[("rl:0", 980, Some("61"))])
+        .check_one(AdmitsUpToLimit);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "starved");
+    assert_eq!(anomaly.key, "rl:0");
+    assert_eq!(anomaly.requests, vec![41, 80]);
+    assert_eq!(anomaly.t_us, us(2000));
+    assert_eq!(
+        anomaly.seen,
+        vec![
+            "40 requests sent, 0 admitted, from 2000.0 ms to 3950.0 ms".to_owned(),
+            "0 expiry/eviction notification(s) for rl:0 in the span".to_owned(),
+            "last sampled PTTL in the span: 980".to_owned(),
+        ]
+    );
+    assert!(
+        anomaly
+            .because
+            .ends_with("rl:0 never expired during the span: the window keeps being extended or never ends"),
+        "{anomaly:#?}"
+    );
+}
+
+#[test]
+fn admits_up_to_limit_tolerates_one_admission_short_of_the_limit() {
+    // Expiring at 1510 ms leaves 9 admissions in the span (1550..1950 ms): the limit less
+    // the tolerance of 1. Expiring at 1560 ms leaves 8.
+    assert_verdict(&refused_until(1510).check_one(AdmitsUpToLimit), Verdict::Valid);
+    let result = refused_until(1560).check_one(AdmitsUpToLimit);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "starved");
+    assert_eq!(anomaly.key, "rl:0");
+    assert_eq!(anomaly.requests, vec![1, 40]);
+    assert_eq!(
+        anomaly.seen,
+        vec![
+            "40 requests sent, 8 admitted, from 0.0 ms to 1950.0 ms".to_owned(),
+            "1 expiry/eviction notification(s) for rl:0 in the span".to_owned(),
+        ]
+    );
+    assert_eq!(
+        anomaly.because,
+        "identity 0 sent 40 requests over two windows but was admitted 8 times, fewer than 9: rl:0 expired 1 time(s) but the identity was still refused"
+    );
+}
+
+#[test]
+fn admits_up_to_limit_unknown_when_no_span_has_enough_traffic() {
+    // Refused throughout by a key without TTL, but only 19 requests in the one full span
+    // (every 105 ms from 0 to 1890 ms, then one at 2000 ms): below 2 × the limit.
+    let mut history = HistoryBuilder::new().setup(0, "rl:0", "SET rl:0 20 (no TTL)");
+    let times = (0..19).map(|i| i * 105).chain([2000]);
+    for (id, t) in (1..).zip(times) {
+        history = history.rejected(id, 0, t, t + 1, 20 + id as i64);
+    }
+    let result = history.check_one(AdmitsUpToLimit);
+    assert_verdict(&result, Verdict::Unknown);
+    assert_summary_has(
+        &result,
+        "no identity sent 20 or more requests over two windows: nothing to judge",
+    );
+}
+
+#[test]
+fn admits_up_to_limit_spans_do_not_cross_a_quiet_window() {
+    // 21 refused requests within 0..2000 ms, but split by a quiet window (450 -> 1450 ms):
+    // two busy periods, neither two windows long. (The refusal after the quiet window is
+    // no-lockout's to report.)
+    let mut history = HistoryBuilder::new().setup(0, "rl:0", "SET rl:0 20 (no TTL)");
+    let times = (0..=450).step_by(50).chain((1450..=2000).step_by(50));
+    for (id, t) in (1..).zip(times) {
+        history = history.rejected(id, 0, t, t + 1, 20 + id as i64);
+    }
+    let result = history.check_one(AdmitsUpToLimit);
+    assert_verdict(&result, Verdict::Unknown);
+    assert_summary_has(&result, "nothing to judge");
+}
+
+#[test]
+fn admits_up_to_limit_unknown_when_unanswered_requests_could_reach_the_bound() {
+    // The server stops answering at 250 ms: 5 admitted, 35 timed out in the span.
+    let history = fixed_window(HistoryBuilder::new(), 0, 1, (0..250).step_by(50));
+    let history = (6..).zip((250..=2000).step_by(50)).fold(history, |h, (id, t)| {
+        h.request(id, 0, t, t + 100, Outcome::Indeterminate, None, &["INCR"])
+    });
+    let result = history.check_one(AdmitsUpToLimit);
+    assert_verdict(&result, Verdict::Unknown);
+    assert_summary_has(
+        &result,
+        "1 span(s) reach 9 admissions only if their unanswered requests were admitted",
+    );
+}
+
+// ---- no-leaked-keys ----------------------------------------------------------------------
+
+#[test]
+fn no_leaked_keys_valid_when_only_recently_used_keys_remain() {
+    // rl:0 went quiet at 22 ms and is gone; rl:1 was used at 2500 ms and is still live.
+    let result = three_requests()
+        .allowed(4, 1, 2498, 2500, 1)
+        .sample(3000, true, &[("rl:1", 498, Some("1"))])
+        .check_one(NoLeakedKeys);
+    assert_verdict(&result, Verdict::Valid);
+    assert_summary_has(
+        &result,
+        "1 limiter key(s) at the final audit, none idle longer than a window",
+    );
+    assert_eq!(
+        result.rule.as_deref(),
+        Some(
+            "at the final audit, no limiter key whose identity's last request was answered more than 1020.0 ms earlier"
+        )
+    );
+}
+
+#[test]
+fn no_leaked_keys_allows_a_window_and_the_slack_of_idleness() {
+    let history = |answered_ms: u64| {
+        HistoryBuilder::new()
+            .allowed(1, 0, answered_ms - 2, answered_ms, 1)
+            .sample(3000, true, &[("rl:0", -1, Some("1"))])
+    };
+    assert_verdict(&history(1980).check_one(NoLeakedKeys), Verdict::Valid);
+    let result = history(1979).check_one(NoLeakedKeys);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "leaked-key");
+    assert_eq!(anomaly.seen[1], "idle for 1021.0 ms");
+}
+
+#[test]
+fn no_leaked_keys_invalid_names_each_key_still_there_long_after_its_last_request() {
+    // rl:0 has no TTL; rl:1 has one that something keeps pushing back.
+    let result = three_requests()
+        .allowed(4, 1, 100, 102, 1)
+        .sample(3000, true, &[("rl:0", -1, Some("3")), ("rl:1", 800, Some("1"))])
+        .check_one(NoLeakedKeys);
+    assert_eq!(result.verdict, Verdict::Invalid);
+    assert_eq!(
+        anomalies(&result),
+        vec![("leaked-key", "rl:0", vec![3]), ("leaked-key", "rl:1", vec![4])]
+    );
+    let (no_ttl, pushed_back) = (&result.anomalies[0], &result.anomalies[1]);
+    assert_eq!(no_ttl.t_us, us(3000));
+    assert_eq!(
+        no_ttl.seen,
+        vec!["PTTL -1 at the final audit".to_owned(), "idle for 2978.0 ms".to_owned()]
+    );
+    assert_eq!(
+        no_ttl.because,
+        "rl:0 is still there 2978.0 ms after its last request (window 1000 ms): it has no TTL"
+    );
+    assert_eq!(
+        pushed_back.seen,
+        vec![
+            "PTTL 800 at the final audit".to_owned(),
+            "idle for 2898.0 ms".to_owned()
+        ]
+    );
+    assert_eq!(
+        pushed_back.because,
+        "rl:1 is still there 2898.0 ms after its last request (window 1000 ms)"
+    );
+}
+
+#[test]
+fn no_leaked_keys_a_planted_key_no_request_touched_is_leaked() {
+    // rl:1 was planted and never used; rl:7 is a key no identity of the run uses.
+    let result = three_requests()
+        .setup(0, "rl:1", "SET rl:1 20 (no TTL)")
+        .sample(3000, true, &[("rl:1", -1, Some("20")), ("rl:7", -1, Some("1"))])
+        .check_one(NoLeakedKeys);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "leaked-key");
+    assert_eq!(anomaly.key, "rl:1");
+    assert_eq!(anomaly.requests, Vec::<u64>::new());
+    assert_eq!(anomaly.seen[1], "idle for 3000.0 ms");
+}
+
+#[test]
+fn no_leaked_keys_unknown_without_a_final_audit() {
+    // A mid-run sample that shows an idle key is not the audit.
+    let result = three_requests()
+        .sample(3000, false, &[("rl:0", -1, Some("3"))])
+        .check_one(NoLeakedKeys);
+    assert_verdict(&result, Verdict::Unknown);
+    assert_summary_has(&result, "the final audit of the limiter's keys did not happen");
+    assert!(result.rule.is_some(), "the rule is stated even when Unknown");
+}
+
 // ---- all checkers ------------------------------------------------------------------------
 
 #[test]
 fn results_follow_the_scenarios_order() {
-    let order = [NoLockout, TtlPresent, AdmittedWithinLimit, NoCounterReset, TtlBounded];
+    let order = [
+        NoLeakedKeys,
+        NoLockout,
+        TtlPresent,
+        AdmitsUpToLimit,
+        AdmittedWithinLimit,
+        NoCounterReset,
+        TtlBounded,
+    ];
     let results = three_requests().empty_final_audit(3000).check(&order);
     let judged: Vec<Invariant> = results.iter().map(|r| r.invariant).collect();
     assert_eq!(judged, order);

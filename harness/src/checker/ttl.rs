@@ -13,8 +13,13 @@ pub fn ttl_present(input: &CheckInput<'_>) -> CheckResult {
     let history = input.history;
     let mut first_seen: BTreeMap<&str, (&Sample, Option<String>, usize)> = BTreeMap::new();
     let mut excused = 0usize;
+    let mut untouched = 0usize;
     for sample in &history.samples {
         for ks in sample.keys.iter().filter(|k| k.pttl_ms == -1) {
+            if planted_not_yet_due(history, &ks.key, sample, input.limit.window_ms) {
+                untouched += 1;
+                continue;
+            }
             if !sample.final_audit && in_flight(history, &ks.key, sample) {
                 excused += 1;
                 continue;
@@ -46,7 +51,21 @@ pub fn ttl_present(input: &CheckInput<'_>) -> CheckResult {
             "{excused} PTTL -1 observation(s) excused: a request on that key was in flight (e.g. between INCR and EXPIRE)"
         ));
     }
+    if untouched > 0 {
+        result = result.with_note(format!(
+            "{untouched} PTTL -1 observation(s) of keys the scenario planted without a TTL, within a window of the limiter's first answer on them (its time to heal them)"
+        ));
+    }
     result
+}
+
+/// A key the scenario planted without a TTL is the limiter's to repair within one window
+/// of its first answer on it.
+fn planted_not_yet_due(history: &HistoryIndex, key: &str, sample: &Sample, window_ms: u64) -> bool {
+    history.planted.contains_key(key)
+        && history
+            .first_answer_on(key)
+            .is_none_or(|t| sample.t_start_us < t + window_ms * 1000)
 }
 
 fn immortal(history: &HistoryIndex, key: &str, sample: &Sample, value: Option<String>, times: usize) -> Anomaly {

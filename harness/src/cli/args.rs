@@ -21,6 +21,8 @@ pub struct Cli {
 pub enum Command {
     /// Run a scenario against a limiter and check the invariants.
     Run(RunArgs),
+    /// Run every scenario × limiter and write the verdict table (reports/MATRIX.md).
+    Matrix(MatrixArgs),
     /// Show the scenarios and the built-in limiters (with their command sequences).
     List,
     /// Remove containers and processes left behind by crashed or killed runs.
@@ -36,7 +38,24 @@ pub struct RunArgs {
     /// The limiter under test (see `limiter-harness list`).
     #[arg(long, short)]
     pub limiter: String,
-    /// Where Redis runs. `auto`: a container when a Docker engine answers, else a local process.
+    #[command(flatten)]
+    pub server: BackendArgs,
+    /// Override the scenario's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where to write report.md, report.json and history.jsonl [default: reports/runs/SCENARIO/LIMITER].
+    #[arg(long)]
+    pub report_dir: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Where Redis runs (shared by `run` and `matrix`).
+#[derive(Debug, Clone, Args)]
+pub struct BackendArgs {
+    /// Where Redis runs. `auto`: for `run`, a container when a Docker engine answers, else a
+    /// local process; for `matrix`, a local process when redis-server is installed.
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
     /// The server for `--backend url`, e.g. redis://127.0.0.1:6379.
@@ -48,15 +67,30 @@ pub struct RunArgs {
     /// The redis-server binary for the process backend and the image build.
     #[arg(long, default_value = "redis-server")]
     pub redis_server: PathBuf,
-    /// Override the scenario's seed.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Where to write report.md, report.json and history.jsonl [default: reports/runs/SCENARIO/LIMITER].
-    #[arg(long)]
-    pub report_dir: Option<PathBuf>,
     /// Allow CONFIG SET and cache floods on a server the harness did not start (--backend url).
     #[arg(long)]
     pub allow_reconfigure: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    /// Scenario names to run, as a glob (`*-eviction`); all by default.
+    #[arg(long, default_value = "*")]
+    pub scenarios: String,
+    /// Comma-separated limiter names; all built-ins by default.
+    #[arg(long, value_delimiter = ',')]
+    pub limiters: Vec<String>,
+    /// Cells running at once.
+    #[arg(long, short, default_value_t = 6)]
+    pub jobs: usize,
+    /// Override every scenario's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where MATRIX.md goes (cells' full reports go to DIR/runs/matrix/).
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub server: BackendArgs,
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,

@@ -1,19 +1,38 @@
 //! What each subcommand does.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use rand::RngExt;
 
-use super::args::{ImageArgs, RunArgs};
+use super::args::{BackendArgs, ImageArgs, MatrixArgs, RunArgs};
 use super::exit::ExitCode;
-use crate::backend::{self, BackendOptions};
+use crate::backend::{self, Backend, BackendChoice, BackendOptions};
+use crate::checker::Verdict;
 use crate::error::SetupError;
 use crate::limiter::{BUILTIN_NAMES, Limiter, builtin};
+use crate::matrix::{self, MatrixConfig, glob_match, render_table};
 use crate::report::Report;
 use crate::runner::{self, RunConfig};
 use crate::scenario::{find_scenario, list_scenarios, load_scenario};
+
+/// Print to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+fn say(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n"));
+}
+
+async fn backend_for(args: &BackendArgs) -> Result<Arc<dyn Backend>, SetupError> {
+    backend::select_backend(&BackendOptions {
+        choice: args.backend,
+        url: args.url.clone(),
+        image: args.image.clone(),
+        redis_server: args.redis_server.clone(),
+        allow_reconfigure: args.allow_reconfigure,
+    })
+    .await
+}
 
 pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
     let path = find_scenario(&args.scenario)?;
@@ -25,27 +44,20 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
         scenario.name,
         limiter.name()
     );
-    let options = BackendOptions {
-        choice: args.backend,
-        url: args.url.clone(),
-        image: args.image.clone(),
-        redis_server: args.redis_server.clone(),
-        allow_reconfigure: args.allow_reconfigure,
-    };
-    let backend = backend::select_backend(&options).await?;
+    let backend = backend_for(&args.server).await?;
     let mut reproduce = format!(
         "limiter-harness run {} --limiter {} --seed {seed} {}",
         path.display(),
         limiter.name(),
         backend.reproduce_flags()
     );
-    if args.allow_reconfigure {
+    if args.server.allow_reconfigure {
         reproduce.push_str(" --allow-reconfigure");
     }
     let report_dir = args.report_dir.clone().unwrap_or_else(|| {
         PathBuf::from("reports/runs")
             .join(&scenario.name)
-            .join(sanitize(limiter.name()))
+            .join(matrix::sanitize(limiter.name()))
     });
     let outcome = runner::run(RunConfig {
         scenario,
@@ -53,13 +65,16 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
         backend,
         seed,
         report_dir,
-        allow_reconfigure: args.allow_reconfigure,
+        allow_reconfigure: args.server.allow_reconfigure,
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
         reproduce,
     })
     .await?;
     print_summary(&outcome.report);
-    println!("report:    {}", outcome.report_dir.join("report.md").display());
+    say(&format!(
+        "report:    {}",
+        outcome.report_dir.join("report.md").display()
+    ));
     if let Some(e) = &outcome.history_error {
         eprintln!("warning: the history is incomplete: {e}");
     }
@@ -76,58 +91,130 @@ fn resolve_limiter(name: &str) -> Result<Arc<dyn Limiter>, SetupError> {
     })
 }
 
-fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 fn print_summary(report: &Report) {
-    println!(
+    say(&format!(
         "{} × {} on {} ({}): {}",
         report.scenario,
         report.limiter.name,
         report.server.version,
         report.server.backend,
         report.verdict.name().to_uppercase()
-    );
+    ));
     for c in &report.invariants {
-        println!("  {:<22} {:<8} {}", c.invariant.name(), c.verdict.name(), c.summary);
+        say(&format!(
+            "  {:<22} {:<8} {}",
+            c.invariant.name(),
+            c.verdict.name(),
+            c.summary
+        ));
     }
     for f in &report.faults {
-        println!("  fault {} {}: {}", f.index, f.kind, f.outcome);
+        say(&format!("  fault {} {}: {}", f.index, f.kind, f.outcome));
     }
     for p in &report.problems {
-        println!("  problem: {p}");
+        say(&format!("  problem: {p}"));
     }
     let c = &report.observed.counts;
-    println!(
+    say(&format!(
         "  {} requests: {} allowed, {} rejected, {} errors, {} indeterminate; {} ms",
         c.requests, c.allowed, c.rejected, c.errors, c.indeterminate, report.observed.wall_ms
+    ));
+    say(&format!("reproduce: {}", report.reproduce));
+}
+
+pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
+    let scenarios: Vec<_> = list_scenarios()
+        .into_iter()
+        .filter(|(name, _)| glob_match(&args.scenarios, name))
+        .map(|(_, path)| load_scenario(&path))
+        .collect::<Result<_, _>>()?;
+    if scenarios.is_empty() {
+        return Err(SetupError::Usage(format!(
+            "no scenario matches `{}` (see `limiter-harness list`)",
+            args.scenarios
+        )));
+    }
+    let names: Vec<String> = if args.limiters.is_empty() {
+        BUILTIN_NAMES.iter().map(|n| (*n).to_owned()).collect()
+    } else {
+        args.limiters.clone()
+    };
+    let limiters = names
+        .iter()
+        .map(|n| resolve_limiter(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    // The matrix prefers local processes: one fresh server per cell either way, the same
+    // binary the image is built from, without docker-proxy relaying every packet.
+    let mut server = args.server.clone();
+    if server.backend == BackendChoice::Auto
+        && server.url.is_none()
+        && backend::local_redis(&server.redis_server).is_ok()
+    {
+        server.backend = BackendChoice::Process;
+    }
+    let backend = backend_for(&server).await?;
+    let context = format!("`--backend {}`", backend.name());
+    let started = std::time::Instant::now();
+    eprintln!(
+        "limiter-harness matrix: {} scenario(s) × {} limiter(s), {} at a time",
+        scenarios.len(),
+        limiters.len(),
+        args.jobs
     );
-    println!("reproduce: {}", report.reproduce);
+    let cells = matrix::run_matrix(MatrixConfig {
+        scenarios: scenarios.clone(),
+        limiters,
+        backend,
+        jobs: args.jobs,
+        runs_dir: args.out.join("runs/matrix"),
+        seed: args.seed,
+        show_progress: !args.no_progress && std::io::stderr().is_terminal(),
+    })
+    .await;
+    let table = render_table(&scenarios, &names, &cells, &context);
+    std::fs::create_dir_all(&args.out).map_err(|e| SetupError::io("cannot create", &args.out, e))?;
+    let path = args.out.join("MATRIX.md");
+    std::fs::write(&path, &table).map_err(|e| SetupError::io("cannot write", &path, e))?;
+    say(&table);
+    let differing = cells.iter().filter(|c| !c.as_expected()).count();
+    say(&format!(
+        "{} cells in {:.1} s; {differing} differ from their scenario's expectation; table: {}",
+        cells.len(),
+        started.elapsed().as_secs_f64(),
+        path.display()
+    ));
+    let mismatched = cells
+        .iter()
+        .filter(|c| c.verdict().is_some_and(|v| v != Verdict::Unknown) && !c.as_expected());
+    Ok(if cells.iter().any(|c| c.outcome.is_err()) {
+        ExitCode::Setup
+    } else if mismatched.count() > 0 {
+        ExitCode::Invalid
+    } else if cells.iter().any(|c| c.verdict() == Some(Verdict::Unknown)) {
+        ExitCode::Unknown
+    } else {
+        ExitCode::Valid
+    })
 }
 
 pub fn list() -> Result<ExitCode, SetupError> {
-    println!("Scenarios:");
+    say("Scenarios:");
     for (name, path) in list_scenarios() {
         let about = load_scenario(&path)
             .map(|s| s.about)
             .unwrap_or_else(|e| format!("(invalid: {})", e.to_string().lines().next().unwrap_or_default()));
-        println!("  {name:<30} {}", about.lines().next().unwrap_or_default());
+        say(&format!("  {name:<30} {}", about.lines().next().unwrap_or_default()));
     }
-    println!("\nLimiters (--limiter NAME):");
+    say("\nLimiters (--limiter NAME):");
     for name in BUILTIN_NAMES {
         let limiter = builtin(name).expect("built-in names resolve");
-        println!("  {name}  (up to {} round trip(s))", limiter.round_trips_max());
+        say(&format!(
+            "  {name}  ({}, up to {} round trip(s))",
+            limiter.algorithm().name(),
+            limiter.round_trips_max()
+        ));
         for line in limiter.commands().lines() {
-            println!("      {line}");
+            say(&format!("      {line}"));
         }
     }
     Ok(ExitCode::Valid)
@@ -135,34 +222,25 @@ pub fn list() -> Result<ExitCode, SetupError> {
 
 pub async fn clean(all: bool) -> Result<ExitCode, SetupError> {
     let summary = backend::clean(all).await;
-    println!(
+    let list = |items: Vec<String>| {
+        if items.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", items.join(", "))
+        }
+    };
+    say(&format!(
         "removed {} container(s){}, killed {} process(es){}",
         summary.containers_removed.len(),
-        if summary.containers_removed.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", summary.containers_removed.join(", "))
-        },
+        list(summary.containers_removed.clone()),
         summary.processes_killed.len(),
-        if summary.processes_killed.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " ({})",
-                summary
-                    .processes_killed
-                    .iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        }
-    );
+        list(summary.processes_killed.iter().map(u32::to_string).collect())
+    ));
     if summary.in_use > 0 {
-        println!(
+        say(&format!(
             "left {} server(s) of runs still in progress alone (`clean --all` removes them too)",
             summary.in_use
-        );
+        ));
     }
     for p in &summary.problems {
         eprintln!("note: {p}");
@@ -174,6 +252,6 @@ pub async fn image(args: ImageArgs) -> Result<ExitCode, SetupError> {
     backend::docker_ping().await?;
     let redis = backend::local_redis(&args.redis_server)?;
     let (name, tag) = backend::ensure_image(&redis).await?;
-    println!("{name}:{tag} (from {})", redis.binary.display());
+    say(&format!("{name}:{tag} (from {})", redis.binary.display()));
     Ok(ExitCode::Valid)
 }

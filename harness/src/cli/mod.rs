@@ -6,7 +6,7 @@ mod args;
 mod commands;
 mod exit;
 
-pub use args::{Cli, Command, RunArgs};
+pub use args::{BackendArgs, Cli, Command, MatrixArgs, RunArgs};
 pub use exit::ExitCode;
 
 use clap::Parser;
@@ -27,6 +27,7 @@ pub async fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => commands::run(args).await,
+        Command::Matrix(args) => commands::matrix(args).await,
         Command::List => commands::list(),
         Command::Clean(args) => commands::clean(args.all).await,
         Command::Image(args) => commands::image(args).await,

@@ -13,6 +13,8 @@ pub enum Event {
         backend: String,
         server_version: String,
     },
+    /// State the scenario planted before traffic (e.g. an exhausted key without TTL).
+    Setup { t_us: u64, key: String, detail: String },
     Phase {
         t_us: u64,
         index: usize,

@@ -63,6 +63,8 @@ pub struct HistoryIndex {
     pub keyspace_complete: bool,
     /// What the nemesis did, in order.
     pub faults: Vec<FaultRecord>,
+    /// Keys the scenario planted before traffic, with when.
+    pub planted: BTreeMap<String, u64>,
 }
 
 /// One thing the nemesis did.
@@ -189,6 +191,9 @@ impl HistoryIndex {
                 key: key.clone(),
                 effect: effect.clone(),
             }),
+            Event::Setup { t_us, key, .. } => {
+                self.planted.insert(key.clone(), *t_us);
+            }
             Event::Run { .. } | Event::Stats { .. } | Event::Flood { .. } => {}
         }
     }
@@ -200,6 +205,11 @@ impl HistoryIndex {
             .into_iter()
             .flatten()
             .map(|&pos| &self.requests[pos])
+    }
+
+    /// When the first request on `key` was answered, if any was.
+    pub fn first_answer_on(&self, key: &str) -> Option<u64> {
+        self.requests_on(key).filter_map(|r| r.complete_us).min()
     }
 
     /// The first fatal problem, if the run lost what it needed to judge.

@@ -51,7 +51,9 @@ fn write_all(rx: &mpsc::Receiver<Option<Event>>, file: Option<(PathBuf, File)>) 
     let mut events = Vec::new();
     let mut out = file.map(|(path, f)| (path, BufWriter::new(f)));
     let mut write_error = None;
-    while let Ok(Some(event)) = rx.recv() {
+    // Poll instead of blocking in recv: a blocked receiver makes every send a futex wake-up
+    // on the request path; a sleeping one costs the senders nothing.
+    while let Some(event) = next_event(rx) {
         if let Some((path, w)) = out.as_mut()
             && let Err(e) = serde_json::to_writer(&mut *w, &event)
                 .map_err(std::io::Error::from)
@@ -68,6 +70,17 @@ fn write_all(rx: &mpsc::Receiver<Option<Event>>, file: Option<(PathBuf, File)>) 
         write_error = Some(format!("writing {}: {e}", path.display()));
     }
     (events, write_error)
+}
+
+/// The next event, or None once the history is closed (or every sender is gone).
+fn next_event(rx: &mpsc::Receiver<Option<Event>>) -> Option<Event> {
+    loop {
+        match rx.try_recv() {
+            Ok(event) => return event,
+            Err(mpsc::TryRecvError::Empty) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+        }
+    }
 }
 
 /// Closes the history and joins the writer.

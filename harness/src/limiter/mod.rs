@@ -28,6 +28,29 @@ pub struct Decision {
 pub enum Algorithm {
     /// A counter per identity that lives for one window from its first request.
     FixedWindow,
+    /// A log of admissions per identity; a request is admitted when fewer than the limit
+    /// fall within the last window.
+    SlidingLog,
+    /// A bucket of `requests_max` tokens refilled at `requests_max` per window.
+    TokenBucket,
+    /// The generic cell rate algorithm: one emission per window/limit, bursts up to the limit.
+    Gcra,
+}
+
+impl Algorithm {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::FixedWindow => "fixed window",
+            Self::SlidingLog => "sliding log",
+            Self::TokenBucket => "token bucket",
+            Self::Gcra => "GCRA",
+        }
+    }
+
+    /// Whether the limiter's count only grows within a window (a drop is then a reset).
+    pub fn counts_only_grow(self) -> bool {
+        matches!(self, Self::FixedWindow)
+    }
 }
 
 /// A rate limiter under test. `acquire` decides one request and must send every command
@@ -47,6 +70,13 @@ pub trait Limiter: Send + Sync {
     /// One-time setup on the server before traffic (e.g. SCRIPT LOAD).
     async fn prepare(&self, _conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
         Ok(())
+    }
+    /// Write this limiter's own state for an identity that has used up its limit, with no
+    /// TTL: what incident 1 leaves behind. The default writes a counter at twice the limit.
+    async fn plant_exhausted(&self, conn: &mut MultiplexedConnection, key: &str, limit: &Limit) -> RedisResult<String> {
+        let value = limit.requests_max * 2;
+        let () = redis::cmd("SET").arg(key).arg(value).query_async(conn).await?;
+        Ok(format!("SET {key} {value} (no TTL)"))
     }
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision>;
 }

@@ -2,9 +2,9 @@
 //! consulted in every gap between two round trips of the same request.
 
 use redis::aio::MultiplexedConnection;
-use redis::{Arg, Cmd, FromRedisValue, Pipeline, RedisResult};
+use redis::{Arg, Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult};
 
-use crate::nemesis::GapHook;
+use crate::nemesis::{GapHook, Hold};
 
 /// The request a limiter is deciding, as the nemesis sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +93,8 @@ pub struct Wire<'a> {
     hook: &'a dyn GapHook,
     ctx: &'a RequestCtx,
     trips: Vec<String>,
+    /// Strikes on this request hold the identity's other requests until it is done.
+    holds: Vec<Hold>,
 }
 
 impl<'a> Wire<'a> {
@@ -102,26 +104,41 @@ impl<'a> Wire<'a> {
             hook,
             ctx,
             trips: Vec::new(),
+            holds: Vec::new(),
         }
     }
 
     /// One round trip with one command.
     pub async fn cmd<T: FromRedisValue>(&mut self, cmd: &Cmd) -> RedisResult<T> {
-        self.before(TripSummary::of_cmd(cmd)).await;
+        self.before(TripSummary::of_cmd(cmd)).await?;
         cmd.query_async(self.conn).await
     }
 
     /// One round trip with a pipeline (MULTI/EXEC around it when it is atomic).
     pub async fn pipe<T: FromRedisValue>(&mut self, pipe: &Pipeline) -> RedisResult<T> {
-        self.before(TripSummary::of_pipe(pipe)).await;
+        self.before(TripSummary::of_pipe(pipe)).await?;
         pipe.query_async(self.conn).await
     }
 
-    async fn before(&mut self, next: TripSummary) {
+    async fn before(&mut self, next: TripSummary) -> RedisResult<()> {
         if !self.trips.is_empty() {
-            self.hook.before_trip(self.ctx, self.trips.len() + 1, &next).await;
+            let outcome = self.hook.before_trip(self.ctx, self.trips.len() + 1, &next).await;
+            self.holds.extend(outcome.hold);
+            if let Some(why) = outcome.client_dies {
+                return Err(RedisError::from((
+                    ErrorKind::Io,
+                    "the client died between round trips",
+                    why,
+                )));
+            }
         }
         self.trips.push(next.label());
+        Ok(())
+    }
+
+    /// The request being decided (its id makes a unique member for log-based limiters).
+    pub fn request(&self) -> &RequestCtx {
+        self.ctx
     }
 
     /// The round trips made so far, as history strings.

@@ -1,22 +1,38 @@
 //! Striking in the gap between two round trips of one request.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 
+use super::gate::{Gate, Hold};
 use super::rules::GapRule;
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
 use crate::limiter::{RequestCtx, TripSummary};
-use crate::scenario::{Fault, GapFaultAction, Scenario};
+use crate::scenario::{GapFaultAction, Scenario};
+
+/// What the client does after a gap.
+#[derive(Debug, Default)]
+pub struct GapOutcome {
+    /// The client dies here: the rest of the request is never sent (the reason says why).
+    pub client_dies: Option<String>,
+    /// Holds the identity's other requests back until the struck request is done (dropped
+    /// with the [`crate::limiter::Wire`]).
+    pub hold: Option<Hold>,
+}
 
 /// Called by a [`crate::limiter::Wire`] before every round trip that follows another one
 /// in the same request.
 #[async_trait]
 pub trait GapHook: Send + Sync {
+    /// Called before a request's first round trip; may hold it back while the nemesis
+    /// strikes another request of the same client.
+    async fn before_request(&self, _req: &RequestCtx) {}
     /// `trip` counts from 1, so the first call of a request is for trip 2.
-    async fn before_trip(&self, req: &RequestCtx, trip: usize, next: &TripSummary);
+    async fn before_trip(&self, req: &RequestCtx, trip: usize, next: &TripSummary) -> GapOutcome;
 }
 
 /// A hook that never strikes.
@@ -25,13 +41,22 @@ pub struct NoFaults;
 
 #[async_trait]
 impl GapHook for NoFaults {
-    async fn before_trip(&self, _req: &RequestCtx, _trip: usize, _next: &TripSummary) {}
+    async fn before_trip(&self, _req: &RequestCtx, _trip: usize, _next: &TripSummary) -> GapOutcome {
+        GapOutcome::default()
+    }
 }
 
 /// The nemesis of one run: the scenario's gap rules, a control connection of its own to
 /// make keys expire, and the history.
+///
+/// While a rule strikes a request, the other requests of the same identity (of every
+/// identity, for a rule without one) wait before their first round trip: a stalled client
+/// sends nothing else, and a forced expiry lands without racing the client's other
+/// requests, so a fault's effect does not depend on which request happened to be next.
 pub struct Nemesis {
     rules: Vec<GapRule>,
+    /// Held for writing while a strike is in progress: by identity, and for all.
+    gates: HashMap<Option<u32>, Arc<Gate>>,
     control: MultiplexedConnection,
     recorder: Recorder,
     clock: RunClock,
@@ -43,15 +68,15 @@ impl Nemesis {
             .faults
             .iter()
             .enumerate()
-            .filter_map(|(i, fault)| match fault {
-                Fault::ExpireBetweenRoundTrips(spec) | Fault::StallBetweenRoundTrips(spec) => {
-                    Some(GapRule::new(i, spec))
-                }
-                Fault::MemoryPressure(_) => None,
-            })
+            .filter_map(|(i, fault)| fault.gap().map(|spec| GapRule::new(i, spec)))
+            .collect::<Vec<_>>();
+        let gates = rules
+            .iter()
+            .map(|r| (r.matcher.identity, Arc::new(Gate::default())))
             .collect();
         Self {
             rules,
+            gates,
             control,
             recorder,
             clock,
@@ -63,7 +88,12 @@ impl Nemesis {
         self.rules.iter().map(|r| (r.fault, r.fired())).collect()
     }
 
-    async fn strike(&self, rule: &GapRule, req: &RequestCtx, trip: usize, next: &TripSummary) {
+    async fn strike(&self, rule: &GapRule, req: &RequestCtx, trip: usize, next: &TripSummary) -> GapOutcome {
+        let gate = Arc::clone(self.gates.get(&rule.matcher.identity).expect("a gate per rule"));
+        let mut outcome = GapOutcome {
+            client_dies: None,
+            hold: Some(gate.take(req.id).await),
+        };
         let place = format!(
             "before round trip {trip} ({}) of request #{} (identity {}, its request {})",
             next.label(),
@@ -77,6 +107,11 @@ impl Nemesis {
                 tokio::time::sleep(Duration::from_millis(stall_ms)).await;
                 ("stall-between-round-trips", format!("stalled {stall_ms} ms {place}"))
             }
+            GapFaultAction::ClientDies => {
+                let effect = format!("the client died {place}: it never sent {}", next.label());
+                outcome.client_dies = Some(effect.clone());
+                ("client-dies-between-round-trips", effect)
+            }
         };
         self.recorder.record(Event::Fault {
             t_us: self.clock.now_us(),
@@ -86,6 +121,7 @@ impl Nemesis {
             key: Some(req.key.clone()),
             effect,
         });
+        outcome
     }
 
     /// Make `key` expire for real (PEXPIRE 1, then wait until PTTL says it is gone), so the
@@ -111,11 +147,21 @@ impl Nemesis {
 
 #[async_trait]
 impl GapHook for Nemesis {
-    async fn before_trip(&self, req: &RequestCtx, trip: usize, next: &TripSummary) {
-        for rule in &self.rules {
-            if rule.claim(req, trip, next) {
-                self.strike(rule, req, trip, next).await;
+    async fn before_request(&self, req: &RequestCtx) {
+        for key in [None, Some(req.identity)] {
+            if let Some(gate) = self.gates.get(&key) {
+                gate.pass(req.id).await;
             }
         }
+    }
+
+    async fn before_trip(&self, req: &RequestCtx, trip: usize, next: &TripSummary) -> GapOutcome {
+        // One strike per gap: the first rule that claims it.
+        for rule in &self.rules {
+            if rule.claim(req, trip, next) {
+                return self.strike(rule, req, trip, next).await;
+            }
+        }
+        GapOutcome::default()
     }
 }

@@ -5,8 +5,10 @@
 
 mod flood;
 mod gap;
+mod gate;
 mod rules;
 
 pub use flood::{CACHE_PREFIX, CacheFlood, FloodTotals};
-pub use gap::{GapHook, Nemesis, NoFaults};
+pub use gap::{GapHook, GapOutcome, Nemesis, NoFaults};
+pub use gate::Hold;
 pub use rules::{GapMatch, GapRule};

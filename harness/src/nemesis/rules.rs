@@ -10,7 +10,8 @@ use crate::scenario::{GapFault, GapFaultAction};
 pub struct GapMatch {
     pub identity: Option<u32>,
     pub from_ordinal: u64,
-    pub before_command: Option<String>,
+    /// Any of these commands next (any gap when empty).
+    pub before_commands: Vec<String>,
     /// Only the gap before this round trip (counting from 1); any gap when absent.
     pub trip: Option<usize>,
 }
@@ -20,10 +21,7 @@ impl GapMatch {
         self.identity.is_none_or(|id| id == req.identity)
             && req.ordinal >= self.from_ordinal
             && self.trip.is_none_or(|t| t == trip)
-            && self
-                .before_command
-                .as_ref()
-                .is_none_or(|c| next.commands.iter().any(|n| n == c))
+            && (self.before_commands.is_empty() || next.commands.iter().any(|n| self.before_commands.contains(n)))
     }
 }
 
@@ -45,7 +43,7 @@ impl GapRule {
             matcher: GapMatch {
                 identity: spec.identity,
                 from_ordinal: spec.from_request,
-                before_command: spec.before_command.clone(),
+                before_commands: spec.before_commands.clone(),
                 trip: None,
             },
             action: spec.action,
@@ -96,7 +94,7 @@ mod tests {
         let spec = GapFault {
             identity: Some(0),
             from_request: 12,
-            before_command: Some("INCR".into()),
+            before_commands: vec!["INCR".into()],
             times: Some(1),
             action: GapFaultAction::ExpireKey,
         };
@@ -114,7 +112,7 @@ mod tests {
         let spec = GapFault {
             identity: None,
             from_request: 1,
-            before_command: None,
+            before_commands: vec![],
             times: None,
             action: GapFaultAction::Stall { stall_ms: 5 },
         };

@@ -154,6 +154,14 @@ fn observed(out: &mut String, r: &Report) {
         "- requests: {} (allowed {}, rejected {}, errors {}, indeterminate {})",
         c.requests, c.allowed, c.rejected, c.errors, c.indeterminate
     );
+    if c.errors > 0 {
+        let codes: Vec<String> = c.errors_by_code.iter().map(|(code, n)| format!("{code} {n}")).collect();
+        let _ = writeln!(
+            out,
+            "- errors by reply: {}; each is a request the limiter decided nothing for (it surfaced the error to its caller, which picks fail-open or fail-closed); none counts as an admission",
+            codes.join(", ")
+        );
+    }
     let _ = writeln!(
         out,
         "- limiter server: {} key(s) evicted, {} expired; {} sample(s), {} keyspace event(s)",

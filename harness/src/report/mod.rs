@@ -3,9 +3,11 @@
 
 mod markdown;
 mod model;
+mod snapshot;
 
 pub use markdown::render_markdown;
 pub use model::{Counts, FaultSummary, LimiterSummary, Observed, Report, ServerSummary};
+pub use snapshot::render_snapshot;
 
 use std::path::Path;
 

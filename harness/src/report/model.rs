@@ -81,4 +81,6 @@ pub struct Counts {
     pub rejected: u64,
     pub errors: u64,
     pub indeterminate: u64,
+    /// Error replies by their code (e.g. "OOM"), for requests that got no decision.
+    pub errors_by_code: std::collections::BTreeMap<String, u64>,
 }

@@ -65,7 +65,9 @@ fn faults(config: &RunConfig, state: &RunState, index: &HistoryIndex) -> Vec<Fau
         .map(|(i, fault)| {
             let count = fired.iter().find(|(f, _)| *f == i).map_or(0, |(_, n)| *n);
             let (spec, outcome, fired) = match fault {
-                Fault::ExpireBetweenRoundTrips(gap) | Fault::StallBetweenRoundTrips(gap) => (
+                Fault::ExpireBetweenRoundTrips(gap)
+                | Fault::StallBetweenRoundTrips(gap)
+                | Fault::ClientDiesBetweenRoundTrips(gap) => (
                     gap_spec(fault.kind_name(), gap),
                     gap_outcome(config, index, i, gap, count),
                     count,
@@ -120,8 +122,8 @@ fn gap_spec(kind: &str, gap: &GapFault) -> String {
     if gap.from_request > 1 {
         parts.push(format!("from its request {}", gap.from_request));
     }
-    if let Some(c) = &gap.before_command {
-        parts.push(format!("before {c}"));
+    if !gap.before_commands.is_empty() {
+        parts.push(format!("before {}", gap.before_commands.join(" or ")));
     }
     if let GapFaultAction::Stall { stall_ms } = gap.action {
         parts.push(format!("{stall_ms} ms"));
@@ -158,11 +160,11 @@ fn gap_outcome(config: &RunConfig, index: &HistoryIndex, fault: usize, gap: &Gap
     if gap.from_request > 1 {
         which.push_str(&format!(" from its request {} on", gap.from_request));
     }
-    let command = gap
-        .before_command
-        .as_deref()
-        .map(|c| format!(" sending {c}"))
-        .unwrap_or_default();
+    let command = if gap.before_commands.is_empty() {
+        String::new()
+    } else {
+        format!(" sending {}", gap.before_commands.join(" or "))
+    };
     format!("never struck: {which} made a round trip{command} after an earlier round trip")
 }
 
@@ -173,7 +175,13 @@ fn observed(state: &RunState, events: &[Event], index: &HistoryIndex, servers: V
         match r.outcome {
             Some(Outcome::Allowed) => counts.allowed += 1,
             Some(Outcome::Rejected) => counts.rejected += 1,
-            Some(Outcome::Error) => counts.errors += 1,
+            Some(Outcome::Error) => {
+                counts.errors += 1;
+                *counts
+                    .errors_by_code
+                    .entry(error_code(r.error.as_deref().unwrap_or_default()))
+                    .or_default() += 1;
+            }
             Some(Outcome::Indeterminate) | None => counts.indeterminate += 1,
         }
     }
@@ -200,5 +208,18 @@ fn observed(state: &RunState, events: &[Event], index: &HistoryIndex, servers: V
         cache_writes_ok: ok,
         cache_writes_failed: failed,
         servers,
+    }
+}
+
+/// The code of an error reply as redis-rs shows it (`"OOM": command not allowed ...`).
+fn error_code(message: &str) -> String {
+    let code = match message.strip_prefix('"') {
+        Some(rest) => rest.split('"').next().unwrap_or_default(),
+        None => message.split([':', ' ']).next().unwrap_or_default(),
+    };
+    if code.is_empty() {
+        "error".to_owned()
+    } else {
+        code.to_owned()
     }
 }

@@ -1,6 +1,7 @@
 //! The driver: sends the schedule's requests through the limiter, recording each request's
 //! invocation and its one completion.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -62,6 +63,10 @@ impl Driver {
         });
     }
 
+    /// Open-loop: each request is sent at its time whatever the replies, but each identity
+    /// is one client, which sends its requests one after another: a request whose time has
+    /// come waits for the identity's previous reply (concurrency within one identity is
+    /// what burst phases are for).
     async fn steady(
         self: &Arc<Self>,
         phase: usize,
@@ -71,6 +76,7 @@ impl Driver {
     ) {
         let start = Instant::now();
         let mut tasks = JoinSet::new();
+        let mut clients: HashMap<u32, Arc<tokio::sync::Mutex<()>>> = HashMap::new();
         for &req in requests {
             tokio::time::sleep_until(start + Duration::from_micros(req.offset_us)).await;
             while tasks.len() >= IN_FLIGHT_MAX {
@@ -79,8 +85,12 @@ impl Driver {
             while tasks.try_join_next().is_some() {}
             let driver = Arc::clone(self);
             let flood = flood.clone();
+            let client = Arc::clone(clients.entry(req.identity).or_default());
             let mut conn = self.conns[req.id as usize % self.conns.len()].clone();
-            tasks.spawn(async move { driver.one(&mut conn, req, phase, flood.as_deref()).await });
+            tasks.spawn(async move {
+                let _turn = client.lock().await;
+                driver.one(&mut conn, req, phase, flood.as_deref()).await;
+            });
         }
         tokio::time::sleep_until(start + Duration::from_micros(duration_us)).await;
         while tasks.join_next().await.is_some() {}
@@ -95,12 +105,16 @@ impl Driver {
     ) {
         let requests: Arc<[PlannedRequest]> = requests.into();
         let next = Arc::new(AtomicUsize::new(0));
+        // Every client starts at once: the phase's concurrency is real from its first request.
+        let start = Arc::new(tokio::sync::Barrier::new(concurrency as usize));
         let mut workers = JoinSet::new();
         for worker in 0..concurrency as usize {
             let driver = Arc::clone(self);
             let (requests, next, flood) = (Arc::clone(&requests), Arc::clone(&next), flood.clone());
+            let start = Arc::clone(&start);
             let mut conn = self.conns[worker % self.conns.len()].clone();
             workers.spawn(async move {
+                start.wait().await;
                 while let Some(&req) = requests.get(next.fetch_add(1, Ordering::Relaxed)) {
                     driver.one(&mut conn, req, phase, flood.as_deref()).await;
                 }
@@ -118,6 +132,13 @@ impl Driver {
         flood: Option<&CacheFlood>,
     ) {
         let key = self.limit.key(req.identity);
+        let ctx = RequestCtx {
+            id: req.id,
+            identity: req.identity,
+            ordinal: req.ordinal,
+            key: key.clone(),
+        };
+        self.hook.before_request(&ctx).await;
         self.recorder.record(Event::Invoke {
             id: req.id,
             t_us: self.clock.now_us(),

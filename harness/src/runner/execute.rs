@@ -19,7 +19,7 @@ use crate::nemesis::{CACHE_PREFIX, CacheFlood, Nemesis};
 use crate::observer::{
     keyspace_events_enabled, read_stats, sample_keys, server_info, spawn_sampler, subscribe_keyspace,
 };
-use crate::scenario::{CacheTarget, Fault, PhaseKind};
+use crate::scenario::{CacheTarget, Fault, PhaseKind, Setup};
 use crate::workload::plan;
 
 /// How long to keep listening for keyspace notifications after the last request.
@@ -121,6 +121,7 @@ pub async fn execute(
             limiter: config.limiter.name().to_owned(),
             reason: e.to_string(),
         })?;
+    plant(config, &mut admin, recorder, clock).await?;
     let start_stats = read_stats(&mut admin, ServerRole::Limiter, clock.now_us())
         .await
         .map_err(connect_err)?;
@@ -202,6 +203,33 @@ pub async fn execute(
     .await;
     if !owned {
         leave_server_as_found(&mut admin, &prefix, &previous, state).await;
+    }
+    Ok(())
+}
+
+/// Write the scenario's [[setup]] state, through the limiter (it knows its own layout).
+async fn plant(
+    config: &RunConfig,
+    admin: &mut MultiplexedConnection,
+    recorder: &Recorder,
+    clock: RunClock,
+) -> Result<(), SetupError> {
+    for setup in &config.scenario.setup {
+        let Setup::ExhaustedKey { identity } = setup;
+        let key = config.scenario.limit.key(*identity);
+        let detail = config
+            .limiter
+            .plant_exhausted(admin, &key, &config.scenario.limit)
+            .await
+            .map_err(|e| SetupError::LimiterPrepare {
+                limiter: config.limiter.name().to_owned(),
+                reason: format!("planting {key}: {e}"),
+            })?;
+        recorder.record(Event::Setup {
+            t_us: clock.now_us(),
+            key,
+            detail,
+        });
     }
     Ok(())
 }
@@ -299,7 +327,7 @@ async fn drive(
         })
         .max()
         .unwrap_or(1)
-        .max(4);
+        .clamp(4, 8);
     let conns: Vec<MultiplexedConnection> = futures::future::try_join_all((0..pool).map(|_| connect(url))).await?;
     let progress = Progress::new(schedule.total_requests(), config.show_progress);
     let driver = Arc::new(Driver {

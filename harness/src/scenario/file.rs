@@ -21,7 +21,22 @@ pub struct ScenarioFile {
     pub phases: Vec<Spanned<PhaseFile>>,
     #[serde(rename = "fault", default)]
     pub faults: Vec<Spanned<FaultFile>>,
+    #[serde(rename = "setup", default)]
+    pub setup: Vec<Spanned<SetupFile>>,
     pub check: Spanned<CheckFile>,
+    pub expect: Option<Spanned<ExpectFile>>,
+}
+
+/// What the matrix expects of each limiter on this scenario.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectFile {
+    /// Limiters expected to fail (every other limiter is expected to pass).
+    #[serde(default)]
+    pub fail: Vec<Spanned<String>>,
+    /// Explanations of cells, by limiter name (e.g. why a verdict differs from a naive guess).
+    #[serde(default)]
+    pub notes: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -53,6 +68,8 @@ pub struct PhaseFile {
     pub requests: Option<Spanned<i64>>,
     pub concurrency: Option<Spanned<i64>>,
     pub identities: Option<Spanned<Vec<i64>>>,
+    pub pick: Option<Spanned<String>>,
+    pub spacing: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,7 +78,7 @@ pub struct FaultFile {
     pub kind: Spanned<String>,
     pub identity: Option<Spanned<i64>>,
     pub request: Option<Spanned<i64>>,
-    pub before_command: Option<Spanned<String>>,
+    pub before_command: Option<Spanned<OneOrMany>>,
     pub times: Option<Spanned<i64>>,
     pub stall_ms: Option<Spanned<i64>>,
     pub phase: Option<Spanned<String>>,
@@ -77,4 +94,38 @@ pub struct CheckFile {
     pub invariants: Spanned<Vec<Spanned<String>>>,
     pub sample_interval_ms: Option<Spanned<i64>>,
     pub ttl_slack_ms: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetupFile {
+    pub kind: Spanned<String>,
+    pub identity: Spanned<i64>,
+}
+
+/// A string or an array of strings (`before_command = "INCR"` or `["INCR", "INCRBY"]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OneOrMany(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for OneOrMany {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = OneOrMany;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a command name or an array of command names")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<OneOrMany, E> {
+                Ok(OneOrMany(vec![v.to_owned()]))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<OneOrMany, A::Error> {
+                let mut all = Vec::new();
+                while let Some(item) = seq.next_element::<String>()? {
+                    all.push(item);
+                }
+                Ok(OneOrMany(all))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }

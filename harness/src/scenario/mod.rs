@@ -10,8 +10,8 @@ mod resolve;
 pub use error::ScenarioError;
 pub use load::{find_scenario, list_scenarios, load_scenario, parse_scenario, scenario_dirs};
 pub use model::{
-    CacheTarget, CheckConfig, Fault, GapFault, GapFaultAction, Invariant, Limit, MemoryPressure, Phase, PhaseKind,
-    Scenario, ServerConfig,
+    CacheTarget, CheckConfig, Expect, Fault, GapFault, GapFaultAction, Invariant, Limit, MemoryPressure, Phase,
+    PhaseKind, Pick, Scenario, ServerConfig, Setup, Spacing,
 };
 
 #[cfg(test)]

@@ -21,7 +21,28 @@ pub struct Scenario {
     pub limit: Limit,
     pub phases: Vec<Phase>,
     pub faults: Vec<Fault>,
+    /// State written before traffic starts.
+    pub setup: Vec<Setup>,
     pub check: CheckConfig,
+    pub expect: Expect,
+}
+
+/// What the matrix expects of each limiter on this scenario.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Expect {
+    /// Limiters expected to fail; every other limiter is expected to pass.
+    pub fail: Vec<String>,
+    /// Explanations of cells, by limiter name.
+    pub notes: BTreeMap<String, String>,
+}
+
+/// State the scenario plants before traffic.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Setup {
+    /// The limiter's own state for an identity that used up its limit, with no TTL: what
+    /// incident 1 leaves behind.
+    ExhaustedKey { identity: u32 },
 }
 
 impl Scenario {
@@ -40,6 +61,12 @@ impl Scenario {
                     pressure.phase
                 ));
             }
+        }
+        for setup in &self.setup {
+            let Setup::ExhaustedKey { identity } = setup;
+            reasons.push(format!(
+                "its [[setup]] writes the key of identity {identity} without a TTL"
+            ));
         }
         reasons
     }
@@ -82,15 +109,38 @@ pub enum PhaseKind {
         rate_per_s: f64,
         duration_ms: u64,
         identities: Vec<u32>,
+        pick: Pick,
+        spacing: Spacing,
     },
     /// Closed-loop traffic: `requests` sent by `concurrency` clients as fast as replies come.
     Burst {
         requests: u64,
         concurrency: u32,
         identities: Vec<u32>,
+        pick: Pick,
     },
     /// No traffic at all.
     Quiet { duration_ms: u64 },
+}
+
+/// How an open-loop phase spaces its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Spacing {
+    /// Request i at a seeded random time within its slot [i, i+1) × 1/rate.
+    Jittered,
+    /// Request i exactly at i × 1/rate.
+    Even,
+}
+
+/// How a phase picks the identity of each request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pick {
+    /// Uniformly at random (from the seed).
+    Random,
+    /// In turn: request i goes to identities[i % len].
+    RoundRobin,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -98,6 +148,7 @@ pub enum PhaseKind {
 pub enum Fault {
     ExpireBetweenRoundTrips(GapFault),
     StallBetweenRoundTrips(GapFault),
+    ClientDiesBetweenRoundTrips(GapFault),
     MemoryPressure(MemoryPressure),
 }
 
@@ -106,7 +157,18 @@ impl Fault {
         match self {
             Self::ExpireBetweenRoundTrips(_) => "expire-between-round-trips",
             Self::StallBetweenRoundTrips(_) => "stall-between-round-trips",
+            Self::ClientDiesBetweenRoundTrips(_) => "client-dies-between-round-trips",
             Self::MemoryPressure(_) => "memory-pressure",
+        }
+    }
+
+    /// The gap rule of a fault that strikes between round trips.
+    pub fn gap(&self) -> Option<&GapFault> {
+        match self {
+            Self::ExpireBetweenRoundTrips(g)
+            | Self::StallBetweenRoundTrips(g)
+            | Self::ClientDiesBetweenRoundTrips(g) => Some(g),
+            Self::MemoryPressure(_) => None,
         }
     }
 }
@@ -118,8 +180,9 @@ pub struct GapFault {
     pub identity: Option<u32>,
     /// From this request of the identity on, counting from 1.
     pub from_request: u64,
-    /// Only a gap followed by a round trip that sends this command (upper case).
-    pub before_command: Option<String>,
+    /// Only a gap followed by a round trip that sends one of these commands (upper case;
+    /// empty: any gap).
+    pub before_commands: Vec<String>,
     /// How many gaps to strike; `None` strikes every matching gap.
     pub times: Option<u64>,
     pub action: GapFaultAction,
@@ -132,6 +195,8 @@ pub enum GapFaultAction {
     ExpireKey,
     /// The client stalls this long before the next round trip.
     Stall { stall_ms: u64 },
+    /// The client dies: the rest of the request is never sent (its reply is indeterminate).
+    ClientDies,
 }
 
 /// Cold cache entries written alongside a phase's requests to push memory over maxmemory.
@@ -170,15 +235,19 @@ pub enum Invariant {
     NoCounterReset,
     AdmittedWithinLimit,
     NoLockout,
+    AdmitsUpToLimit,
+    NoLeakedKeys,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 5] = [
+    pub const ALL: [Invariant; 7] = [
         Self::TtlPresent,
         Self::TtlBounded,
         Self::NoCounterReset,
         Self::AdmittedWithinLimit,
         Self::NoLockout,
+        Self::AdmitsUpToLimit,
+        Self::NoLeakedKeys,
     ];
 
     pub fn name(self) -> &'static str {
@@ -188,6 +257,8 @@ impl Invariant {
             Self::NoCounterReset => "no-counter-reset",
             Self::AdmittedWithinLimit => "admitted-within-limit",
             Self::NoLockout => "no-lockout",
+            Self::AdmitsUpToLimit => "admits-up-to-limit",
+            Self::NoLeakedKeys => "no-leaked-keys",
         }
     }
 
@@ -203,6 +274,8 @@ impl Invariant {
             Self::NoCounterReset => "a counter never disappears or drops while its window is live",
             Self::AdmittedWithinLimit => "an identity is never admitted more than the algorithm's bound allows",
             Self::NoLockout => "after a quiet period of one window, an identity is admitted again",
+            Self::AdmitsUpToLimit => "an identity sending above its limit is still admitted the limit per window",
+            Self::NoLeakedKeys => "a key is gone once its identity has been quiet for a window",
         }
     }
 }

@@ -7,10 +7,10 @@ use std::path::Path;
 use toml::Spanned;
 
 use super::error::ScenarioError;
-use super::file::{CheckFile, FaultFile, LimitFile, PhaseFile, ScenarioFile, ServerFile};
+use super::file::{CheckFile, FaultFile, LimitFile, PhaseFile, ScenarioFile, ServerFile, SetupFile};
 use super::model::{
-    CacheTarget, CheckConfig, Fault, GapFault, GapFaultAction, Invariant, Limit, MemoryPressure, Phase, PhaseKind,
-    Scenario, ServerConfig,
+    CacheTarget, CheckConfig, Expect, Fault, GapFault, GapFaultAction, Invariant, Limit, MemoryPressure, Phase,
+    PhaseKind, Pick, Scenario, ServerConfig, Setup, Spacing,
 };
 
 const POLICIES: [&str; 8] = [
@@ -108,7 +108,19 @@ pub(super) fn resolve(file: &ScenarioFile, src: &Source<'_>) -> Result<Scenario,
         .iter()
         .map(|f| resolve_fault(f, &limit, &phases, file.cache_server.is_some(), src))
         .collect::<Result<Vec<_>, _>>()?;
+    let setup = file
+        .setup
+        .iter()
+        .map(|s| resolve_setup(s.get_ref(), &limit, src))
+        .collect::<Result<Vec<_>, _>>()?;
     let check = resolve_check(file.check.get_ref(), &limit, src)?;
+    let expect = match &file.expect {
+        Some(e) => Expect {
+            fail: e.get_ref().fail.iter().map(|l| l.get_ref().clone()).collect(),
+            notes: e.get_ref().notes.clone(),
+        },
+        None => Expect::default(),
+    };
     Ok(Scenario {
         name,
         about: file.about.trim().to_owned(),
@@ -119,8 +131,29 @@ pub(super) fn resolve(file: &ScenarioFile, src: &Source<'_>) -> Result<Scenario,
         limit,
         phases,
         faults,
+        setup,
         check,
+        expect,
     })
+}
+
+fn resolve_setup(setup: &SetupFile, limit: &Limit, src: &Source<'_>) -> Result<Setup, ScenarioError> {
+    if setup.kind.get_ref() != "exhausted-key" {
+        return Err(src
+            .error(&setup.kind, format!("unknown setup kind `{}`", setup.kind.get_ref()))
+            .with_help("one of: exhausted-key"));
+    }
+    let identity = u32::try_from(*setup.identity.get_ref())
+        .ok()
+        .filter(|id| *id < limit.identities)
+        .ok_or_else(|| {
+            src.error(
+                &setup.identity,
+                format!("identity {} does not exist", setup.identity.get_ref()),
+            )
+            .with_help(format!("identities are numbered 0 to {}", limit.identities - 1))
+        })?;
+    Ok(Setup::ExhaustedKey { identity })
 }
 
 fn resolve_name(name: &Spanned<String>, src: &Source<'_>) -> Result<String, ScenarioError> {
@@ -269,8 +302,8 @@ fn resolve_phase(phase: &PhaseFile, index: usize, limit: &Limit, src: &Source<'_
     Ok(Phase { name, kind })
 }
 
-const STEADY_TAKES: &str = "name, rate_per_s, duration_ms, identities";
-const BURST_TAKES: &str = "name, requests, concurrency, identities";
+const STEADY_TAKES: &str = "name, rate_per_s, duration_ms, identities, pick, spacing";
+const BURST_TAKES: &str = "name, requests, concurrency, identities, pick";
 const QUIET_TAKES: &str = "name, duration_ms";
 
 fn resolve_steady(p: &PhaseFile, limit: &Limit, src: &Source<'_>) -> Result<PhaseKind, ScenarioError> {
@@ -291,12 +324,26 @@ fn resolve_steady(p: &PhaseFile, limit: &Limit, src: &Source<'_>) -> Result<Phas
         rate_per_s: *rate.get_ref(),
         duration_ms: src.in_range(duration, "duration_ms", 1..=3_600_000)?,
         identities: resolve_identities(p.identities.as_ref(), limit, src)?,
+        pick: resolve_pick(p.pick.as_ref(), src)?,
+        spacing: match p.spacing.as_ref().map(|s| s.get_ref().as_str()) {
+            None | Some("jittered") => Spacing::Jittered,
+            Some("even") => Spacing::Even,
+            Some(other) => {
+                return Err(src
+                    .error(
+                        p.spacing.as_ref().expect("matched Some"),
+                        format!("unknown spacing `{other}`"),
+                    )
+                    .with_help("one of: jittered (default), even"));
+            }
+        },
     })
 }
 
 fn resolve_burst(p: &PhaseFile, limit: &Limit, src: &Source<'_>) -> Result<PhaseKind, ScenarioError> {
     src.not_for(&p.rate_per_s, "rate_per_s", "burst phase", BURST_TAKES)?;
     src.not_for(&p.duration_ms, "duration_ms", "burst phase", BURST_TAKES)?;
+    src.not_for(&p.spacing, "spacing", "burst phase", BURST_TAKES)?;
     let requests = p.requests.as_ref().ok_or_else(|| {
         src.error(&p.kind, "a burst phase needs `requests`")
             .with_help("e.g. `requests = 20000` (sent as fast as replies come)")
@@ -309,6 +356,7 @@ fn resolve_burst(p: &PhaseFile, limit: &Limit, src: &Source<'_>) -> Result<Phase
         requests: src.in_range(requests, "requests", 1..=100_000_000)?,
         concurrency,
         identities: resolve_identities(p.identities.as_ref(), limit, src)?,
+        pick: resolve_pick(p.pick.as_ref(), src)?,
     })
 }
 
@@ -317,6 +365,8 @@ fn resolve_quiet(p: &PhaseFile, src: &Source<'_>) -> Result<PhaseKind, ScenarioE
     src.not_for(&p.requests, "requests", "quiet phase", QUIET_TAKES)?;
     src.not_for(&p.concurrency, "concurrency", "quiet phase", QUIET_TAKES)?;
     src.not_for(&p.identities, "identities", "quiet phase", QUIET_TAKES)?;
+    src.not_for(&p.pick, "pick", "quiet phase", QUIET_TAKES)?;
+    src.not_for(&p.spacing, "spacing", "quiet phase", QUIET_TAKES)?;
     let duration = p.duration_ms.as_ref().ok_or_else(|| {
         src.error(&p.kind, "a quiet phase needs `duration_ms`")
             .with_help("e.g. `duration_ms = 1200` (at least one window for no-lockout)")
@@ -324,6 +374,16 @@ fn resolve_quiet(p: &PhaseFile, src: &Source<'_>) -> Result<PhaseKind, ScenarioE
     Ok(PhaseKind::Quiet {
         duration_ms: src.in_range(duration, "duration_ms", 1..=3_600_000)?,
     })
+}
+
+fn resolve_pick(pick: Option<&Spanned<String>>, src: &Source<'_>) -> Result<Pick, ScenarioError> {
+    match pick.map(|p| p.get_ref().as_str()) {
+        None | Some("random") => Ok(Pick::Random),
+        Some("round-robin") => Ok(Pick::RoundRobin),
+        Some(other) => Err(src
+            .error(pick.expect("matched Some"), format!("unknown pick `{other}`"))
+            .with_help("one of: random (default), round-robin")),
+    }
 }
 
 fn resolve_identities(
@@ -392,10 +452,15 @@ fn resolve_fault(
                 src,
             )?))
         }
+        "client-dies-between-round-trips" => {
+            src.not_for(&f.stall_ms, "stall_ms", "client-dies-between-round-trips fault", GAP_TAKES)?;
+            reject_pressure_fields(f, "client-dies-between-round-trips fault", GAP_TAKES, src)?;
+            Ok(Fault::ClientDiesBetweenRoundTrips(resolve_gap(f, limit, GapFaultAction::ClientDies, src)?))
+        }
         "memory-pressure" => resolve_pressure(f, phases, has_cache_server, src).map(Fault::MemoryPressure),
         other => Err(src
             .error(&f.kind, format!("unknown fault kind `{other}`"))
-            .with_help("one of: expire-between-round-trips, stall-between-round-trips, memory-pressure")),
+            .with_help("one of: expire-between-round-trips, stall-between-round-trips, client-dies-between-round-trips, memory-pressure")),
     }
 }
 
@@ -429,12 +494,17 @@ fn resolve_gap(
         Some(r) => src.positive(r, "request")?,
         None => 1,
     };
-    let before_command = match &f.before_command {
-        Some(c) if c.get_ref().is_empty() || c.get_ref().contains(char::is_whitespace) => {
-            return Err(src.error(c, "before_command is one command name, e.g. \"INCR\""));
+    let before_commands = match &f.before_command {
+        Some(c) => {
+            let names = &c.get_ref().0;
+            if names.is_empty() || names.iter().any(|n| n.is_empty() || n.contains(char::is_whitespace)) {
+                return Err(src
+                    .error(c, "before_command is a command name, or an array of them")
+                    .with_help("e.g. before_command = \"INCR\" or before_command = [\"INCR\", \"INCRBY\"]"));
+            }
+            names.iter().map(|n| n.to_uppercase()).collect()
         }
-        Some(c) => Some(c.get_ref().to_uppercase()),
-        None => None,
+        None => Vec::new(),
     };
     let times = match &f.times {
         Some(t) if *t.get_ref() == 0 => None,
@@ -444,7 +514,7 @@ fn resolve_gap(
     Ok(GapFault {
         identity,
         from_request,
-        before_command,
+        before_commands,
         times,
         action,
     })

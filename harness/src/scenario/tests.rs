@@ -193,6 +193,7 @@ fn a_full_scenario_resolves_to_the_values_written() {
             rate_per_s,
             duration_ms,
             identities,
+            ..
         } => {
             assert_eq!(*rate_per_s, 100.5);
             assert_eq!(*duration_ms, 2500);
@@ -206,6 +207,7 @@ fn a_full_scenario_resolves_to_the_values_written() {
             requests,
             concurrency,
             identities,
+            ..
         } => assert_eq!((*requests, *concurrency, identities.as_slice()), (500, 4, &[1, 2][..])),
         other => panic!("expected burst, got {other:?}"),
     }
@@ -215,7 +217,7 @@ fn a_full_scenario_resolves_to_the_values_written() {
         Fault::ExpireBetweenRoundTrips(gap) => {
             assert_eq!(gap.identity, Some(2));
             assert_eq!(gap.from_request, 12);
-            assert_eq!(gap.before_command.as_deref(), Some("INCR"), "upper-cased");
+            assert_eq!(gap.before_commands, ["INCR"], "upper-cased");
             assert_eq!(gap.times, Some(1));
             assert_eq!(gap.action, GapFaultAction::ExpireKey);
         }
@@ -260,13 +262,13 @@ fn a_minimal_scenario_takes_the_defaults() {
     assert_eq!(names, ["steady-1", "burst-2"]);
     assert!(matches!(
         &s.phases[1].kind,
-        PhaseKind::Burst { requests: 20, concurrency: 1, identities } if identities == &[0]
+        PhaseKind::Burst { requests: 20, concurrency: 1, identities, .. } if identities == &[0]
     ));
     match &s.faults[0] {
         Fault::ExpireBetweenRoundTrips(gap) => {
             assert_eq!(gap.identity, None, "any identity");
             assert_eq!(gap.from_request, 1);
-            assert_eq!(gap.before_command, None);
+            assert!(gap.before_commands.is_empty());
             assert_eq!(gap.times, Some(1), "a gap fault strikes once by default");
         }
         other => panic!("expected expire-between-round-trips, got {other:?}"),

@@ -3,7 +3,7 @@
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::scenario::{PhaseKind, Scenario};
+use crate::scenario::{PhaseKind, Pick, Scenario, Spacing};
 
 /// One request the driver will send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,14 +79,19 @@ pub fn plan(scenario: &Scenario, seed: u64) -> Schedule {
                 rate_per_s,
                 duration_ms,
                 identities,
+                pick,
+                spacing,
             } => {
                 let interval_us = 1_000_000.0 / rate_per_s;
                 let count = (rate_per_s * *duration_ms as f64 / 1000.0).floor() as u64;
                 let requests = (0..count)
                     .map(|slot| {
-                        let jitter: f64 = rng.random_range(0.0..1.0);
+                        let jitter: f64 = match spacing {
+                            Spacing::Jittered => rng.random_range(0.0..1.0),
+                            Spacing::Even => 0.0,
+                        };
                         let offset_us = ((slot as f64 + jitter) * interval_us) as u64;
-                        let identity = identities[rng.random_range(0..identities.len())];
+                        let identity = choose(&mut rng, identities, *pick, slot);
                         make(identity, offset_us)
                     })
                     .collect();
@@ -99,9 +104,10 @@ pub fn plan(scenario: &Scenario, seed: u64) -> Schedule {
                 requests,
                 concurrency,
                 identities,
+                pick,
             } => PhasePlan::Burst {
                 requests: (0..*requests)
-                    .map(|_| make(identities[rng.random_range(0..identities.len())], 0))
+                    .map(|i| make(choose(&mut rng, identities, *pick, i), 0))
                     .collect(),
                 concurrency: *concurrency,
             },
@@ -111,6 +117,13 @@ pub fn plan(scenario: &Scenario, seed: u64) -> Schedule {
         })
         .collect();
     Schedule { phases }
+}
+
+fn choose(rng: &mut ChaCha8Rng, identities: &[u32], pick: Pick, nth: u64) -> u32 {
+    match pick {
+        Pick::Random => identities[rng.random_range(0..identities.len())],
+        Pick::RoundRobin => identities[(nth % identities.len() as u64) as usize],
+    }
 }
 
 #[cfg(test)]

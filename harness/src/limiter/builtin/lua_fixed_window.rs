@@ -1,9 +1,10 @@
 //! A fixed window in one Lua script that repairs a key which lost its TTL.
 
 use async_trait::async_trait;
+use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
-use redis::{ErrorKind, RedisResult, Script};
 
+use super::lua::LuaScript;
 use crate::limiter::{Algorithm, Decision, Limiter, Wire};
 use crate::scenario::Limit;
 
@@ -16,17 +17,17 @@ return count
 ";
 
 /// EVALSHA of a script that INCRs and sets the expiry whenever PTTL is -1, so a key that
-/// lost its TTL (by any path) heals on its next request. Loaded with SCRIPT LOAD; after a
-/// NOSCRIPT reply it loads the script again and retries, as real clients do.
+/// lost its TTL (by any path) heals on its next request (rate-limiter-flexible,
+/// rate-limit-redis).
 #[derive(Debug)]
 pub struct LuaFixedWindow {
-    script: Script,
+    script: LuaScript,
 }
 
 impl LuaFixedWindow {
     pub fn new() -> Self {
         Self {
-            script: Script::new(SOURCE),
+            script: LuaScript::new(SOURCE),
         }
     }
 }
@@ -52,21 +53,11 @@ impl Limiter for LuaFixedWindow {
     }
 
     async fn prepare(&self, conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
-        let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(SOURCE).query_async(conn).await?;
-        debug_assert_eq!(sha, self.script.get_hash());
-        Ok(())
+        self.script.load(conn).await
     }
 
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {
-        let mut evalsha = redis::cmd("EVALSHA");
-        evalsha.arg(self.script.get_hash()).arg(1).arg(key).arg(limit.window_ms);
-        let count: i64 = match wire.cmd(&evalsha).await {
-            Err(e) if e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                let _: String = wire.cmd(redis::cmd("SCRIPT").arg("LOAD").arg(SOURCE)).await?;
-                wire.cmd(&evalsha).await?
-            }
-            other => other?,
-        };
+        let count: i64 = self.script.eval(wire, &[key], limit.window_ms).await?;
         Ok(Decision {
             allowed: count <= limit.requests_max as i64,
             count: Some(count),

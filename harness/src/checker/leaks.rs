@@ -1,0 +1,64 @@
+//! `no-leaked-keys`: once an identity goes quiet for a window, its key is gone.
+//!
+//! Judged at the final audit (after the last phase, nothing in flight): a limiter key
+//! whose identity's last request was answered more than `window_ms + ttl_slack_ms`
+//! (+20 ms) before the audit should have expired. One that is still there is leaked:
+//! without a TTL, or with one that something keeps pushing back.
+
+use super::{Anomaly, CheckInput, CheckResult, Verdict, ms};
+use crate::scenario::Invariant;
+
+const SLACK_US: u64 = 20_000;
+
+pub fn no_leaked_keys(input: &CheckInput<'_>) -> CheckResult {
+    let history = input.history;
+    let grace_us = (input.limit.window_ms + input.config.ttl_slack_ms) * 1000 + SLACK_US;
+    let rule = format!(
+        "at the final audit, no limiter key whose identity's last request was answered more than {} earlier",
+        ms(grace_us)
+    );
+    let Some(audit) = history.samples.iter().rev().find(|s| s.final_audit) else {
+        return CheckResult::unknown(
+            Invariant::NoLeakedKeys,
+            "the final audit of the limiter's keys did not happen",
+        )
+        .with_rule(rule);
+    };
+    let mut anomalies = Vec::new();
+    for ks in &audit.keys {
+        let last = history
+            .requests_on(&ks.key)
+            .filter_map(|r| r.complete_us.map(|c| (c, r.id)))
+            .max();
+        let idle_us = match last {
+            Some((answered, _)) => audit.t_start_us.saturating_sub(answered),
+            None if history.planted.contains_key(&ks.key) => audit.t_start_us,
+            None => continue,
+        };
+        if idle_us <= grace_us {
+            continue;
+        }
+        anomalies.push(Anomaly {
+            kind: "leaked-key".into(),
+            key: ks.key.clone(),
+            requests: last.map(|(_, id)| vec![id]).unwrap_or_default(),
+            seen: vec![
+                format!("PTTL {} at the final audit", ks.pttl_ms),
+                format!("idle for {}", ms(idle_us)),
+            ],
+            t_us: audit.t_start_us,
+            because: format!(
+                "{} is still there {} after its last request (window {} ms){}",
+                ks.key,
+                ms(idle_us),
+                input.limit.window_ms,
+                if ks.pttl_ms == -1 { ": it has no TTL" } else { "" }
+            ),
+        });
+    }
+    let summary = format!(
+        "{} limiter key(s) at the final audit, none idle longer than a window",
+        audit.keys.len()
+    );
+    CheckResult::from_anomalies(Invariant::NoLeakedKeys, anomalies, (Verdict::Valid, summary)).with_rule(rule)
+}

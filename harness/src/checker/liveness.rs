@@ -1,0 +1,154 @@
+//! `admits-up-to-limit`: while an identity sends above its limit, it is still admitted at
+//! least the limit per window.
+//!
+//! Each identity's requests split into busy periods (no gap of a window or more). Each
+//! busy period is cut into consecutive spans of two windows from its first request; a
+//! span counts when the identity sent at least 2 × requests_max requests in it. A correct
+//! limiter of any of the algorithms here admits at least requests_max in such a span (a
+//! fixed window that began before the span may have spent its budget, but the next one
+//! starts inside it), so fewer than requests_max − tolerance admissions (tolerance: 10 %
+//! of the limit, at least 1) is a violation. It catches counters that never expire and
+//! windows that traffic keeps extending, before any quiet period.
+
+use std::collections::BTreeMap;
+
+use super::{Anomaly, CheckInput, CheckResult, Verdict, ms};
+use crate::history::{HistoryIndex, Outcome, Request};
+use crate::scenario::Invariant;
+
+pub fn admits_up_to_limit(input: &CheckInput<'_>) -> CheckResult {
+    let max = input.limit.requests_max;
+    let tolerance = (max / 10).max(1);
+    let need = max.saturating_sub(tolerance);
+    let span_us = 2 * input.limit.window_ms * 1000;
+    let rule = format!(
+        "in every span of 2 × {} ms in which an identity sent at least {} requests, at least {need} admitted (requests_max {max} − tolerance {tolerance})",
+        input.limit.window_ms,
+        2 * max
+    );
+    let mut per_identity: BTreeMap<u32, Vec<&Request>> = BTreeMap::new();
+    for r in &input.history.requests {
+        per_identity.entry(r.identity).or_default().push(r);
+    }
+    let mut judged = 0usize;
+    let mut undecided = 0usize;
+    let mut anomalies = Vec::new();
+    for (identity, requests) in &per_identity {
+        for span in spans(requests, input.limit.window_ms * 1000, span_us) {
+            if (span.len() as u64) < 2 * max {
+                continue;
+            }
+            let admitted = span.iter().filter(|r| r.allowed()).count() as u64;
+            let unanswered = span
+                .iter()
+                .filter(|r| !matches!(r.outcome, Some(Outcome::Allowed | Outcome::Rejected)))
+                .count() as u64;
+            if admitted >= need {
+                judged += 1;
+            } else if admitted + unanswered >= need {
+                undecided += 1;
+            } else {
+                judged += 1;
+                anomalies.push(starved(input.history, *identity, &span, admitted, need, span_us));
+            }
+        }
+    }
+    let otherwise = if judged == 0 && undecided == 0 {
+        (
+            Verdict::Unknown,
+            format!(
+                "no identity sent {} or more requests over two windows: nothing to judge",
+                2 * max
+            ),
+        )
+    } else if undecided > 0 {
+        (
+            Verdict::Unknown,
+            format!("{undecided} span(s) reach {need} admissions only if their unanswered requests were admitted"),
+        )
+    } else {
+        (
+            Verdict::Valid,
+            format!("every identity above its limit was admitted at least {need} per two windows ({judged} span(s))"),
+        )
+    };
+    CheckResult::from_anomalies(Invariant::AdmitsUpToLimit, anomalies, otherwise).with_rule(rule)
+}
+
+/// Consecutive full spans of `span_us` from the start of each busy period.
+fn spans<'a>(requests: &[&'a Request], gap_us: u64, span_us: u64) -> Vec<Vec<&'a Request>> {
+    let mut periods: Vec<Vec<&Request>> = Vec::new();
+    for &r in requests {
+        match periods.last_mut() {
+            Some(period) if r.invoke_us < period.last().expect("non-empty").invoke_us + gap_us => period.push(r),
+            _ => periods.push(vec![r]),
+        }
+    }
+    let mut spans = Vec::new();
+    for period in periods {
+        let start = period[0].invoke_us;
+        let end = period.last().expect("non-empty").invoke_us;
+        let mut from = start;
+        while from + span_us <= end {
+            spans.push(
+                period
+                    .iter()
+                    .copied()
+                    .filter(|r| r.invoke_us >= from && r.invoke_us < from + span_us)
+                    .collect(),
+            );
+            from += span_us;
+        }
+    }
+    spans
+}
+
+fn starved(
+    history: &HistoryIndex,
+    identity: u32,
+    span: &[&Request],
+    admitted: u64,
+    need: u64,
+    span_us: u64,
+) -> Anomaly {
+    let (first, last) = (span[0], span[span.len() - 1]);
+    let key = first.key.clone();
+    let expiries = history
+        .keyspace_between(&key, first.invoke_us, first.invoke_us + span_us)
+        .filter(|(_, e)| e == "expired" || e == "evicted" || e == "del")
+        .count();
+    let pttl = history
+        .samples
+        .iter()
+        .filter(|s| s.t_start_us >= first.invoke_us && s.t_end_us <= first.invoke_us + span_us)
+        .filter_map(|s| s.keys.iter().find(|k| k.key == key).map(|k| k.pttl_ms))
+        .next_back();
+    let why = match (pttl, expiries) {
+        (Some(-1), _) => format!("{key} has no TTL: it never expires"),
+        (_, 0) => format!("{key} never expired during the span: the window keeps being extended or never ends"),
+        _ => format!("{key} expired {expiries} time(s) but the identity was still refused"),
+    };
+    let mut seen = vec![
+        format!(
+            "{} requests sent, {admitted} admitted, from {} to {}",
+            span.len(),
+            ms(first.invoke_us),
+            ms(last.invoke_us)
+        ),
+        format!("{expiries} expiry/eviction notification(s) for {key} in the span"),
+    ];
+    if let Some(p) = pttl {
+        seen.push(format!("last sampled PTTL in the span: {p}"));
+    }
+    Anomaly {
+        kind: "starved".into(),
+        key,
+        requests: vec![first.id, last.id],
+        seen,
+        t_us: first.invoke_us,
+        because: format!(
+            "identity {identity} sent {} requests over two windows but was admitted {admitted} times, fewer than {need}: {why}",
+            span.len()
+        ),
+    }
+}

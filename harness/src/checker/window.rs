@@ -1,0 +1,89 @@
+//! Fixed-window rules that look inside one window of a key: no admission with a count
+//! above the limit, and no more than the limit between two ends of the key.
+
+use std::collections::BTreeMap;
+
+use super::{Anomaly, ms};
+use crate::history::{HistoryIndex, Request};
+
+/// Notifications are seen a little after the fact: requests this close to a window's end
+/// are not counted in either window.
+const BOUNDARY_US: u64 = 50_000;
+
+/// Fixed window: admissions whose own count says the window was full (a race between the
+/// limiter's read and its write), one anomaly per key.
+pub(super) fn over_count(per_identity: &BTreeMap<u32, Vec<&Request>>, max: u64) -> Vec<Anomaly> {
+    per_identity
+        .values()
+        .filter_map(|requests| {
+            let over: Vec<&&Request> =
+                requests.iter().filter(|r| r.allowed() && r.count.is_some_and(|c| c > max as i64)).collect();
+            let first = over.first()?;
+            let highest = over.iter().filter_map(|r| r.count).max().unwrap_or_default();
+            Some(Anomaly {
+                kind: "admitted-over-count".into(),
+                key: first.key.clone(),
+                requests: over.iter().take(5).map(|r| r.id).collect(),
+                seen: vec![format!("{} admission(s) with a count above {max}, the highest {highest}", over.len())],
+                t_us: first.invoke_us,
+                because: format!(
+                    "request #{} was admitted with count {} > requests_max {max}: the limiter's own counter said the window was full (its read and its write raced)",
+                    first.id,
+                    first.count.unwrap_or_default()
+                ),
+            })
+        })
+        .collect()
+}
+
+/// Admissions between two ends (expired, evicted, del) of a key, each at most `max`.
+pub(super) fn over_window(
+    history: &HistoryIndex,
+    per_identity: &BTreeMap<u32, Vec<&Request>>,
+    max: u64,
+) -> Vec<Anomaly> {
+    let mut anomalies = Vec::new();
+    for requests in per_identity.values() {
+        let Some(key) = requests.first().map(|r| r.key.as_str()) else {
+            continue;
+        };
+        let ends: Vec<u64> = history
+            .keyspace
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter(|(_, e)| matches!(e.as_str(), "expired" | "evicted" | "del"))
+            .map(|(t, _)| *t)
+            .collect();
+        let mut from = 0u64;
+        for to in ends.iter().copied().chain(std::iter::once(u64::MAX)) {
+            let inside: Vec<&&Request> = requests
+                .iter()
+                .filter(|r| r.allowed())
+                .filter(|r| from == 0 || r.invoke_us > from + BOUNDARY_US)
+                .filter(|r| to == u64::MAX || r.end_us() + BOUNDARY_US < to)
+                .collect();
+            if inside.len() as u64 > max {
+                let (first, last) = (inside[0], inside[inside.len() - 1]);
+                anomalies.push(Anomaly {
+                    kind: "over-admission-in-window".into(),
+                    key: key.to_owned(),
+                    requests: vec![first.id, last.id],
+                    seen: vec![format!(
+                        "{} admitted from {} to {} with no expiry of {key} in between",
+                        inside.len(),
+                        ms(first.invoke_us),
+                        ms(last.end_us())
+                    )],
+                    t_us: first.invoke_us,
+                    because: format!(
+                        "{} requests were admitted within one window of {key}, more than requests_max {max} (lost updates: concurrent requests saw the same count)",
+                        inside.len()
+                    ),
+                });
+            }
+            from = to;
+        }
+    }
+    anomalies
+}

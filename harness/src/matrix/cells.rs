@@ -1,0 +1,194 @@
+//! Running the cells.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::backend::Backend;
+use crate::checker::Verdict;
+use crate::limiter::Limiter;
+use crate::report::Report;
+use crate::runner::{self, RunConfig};
+use crate::scenario::Scenario;
+
+/// What the matrix runs.
+pub struct MatrixConfig {
+    pub scenarios: Vec<Scenario>,
+    pub limiters: Vec<Arc<dyn Limiter>>,
+    pub backend: Arc<dyn Backend>,
+    /// Cells running at once.
+    pub jobs: usize,
+    /// Where each cell's full report goes: `<runs_dir>/<scenario>/<limiter>/`.
+    pub runs_dir: PathBuf,
+    /// Overrides every scenario's seed.
+    pub seed: Option<u64>,
+    pub show_progress: bool,
+}
+
+/// One scenario × limiter.
+#[derive(Debug)]
+pub struct Cell {
+    pub scenario: String,
+    pub limiter: String,
+    /// Whether the scenario expects this limiter to fail.
+    pub expected_fail: bool,
+    pub note: Option<String>,
+    /// The report, or why the cell could not run.
+    pub outcome: Result<Report, String>,
+    pub wall_ms: u64,
+}
+
+impl Cell {
+    pub fn verdict(&self) -> Option<Verdict> {
+        self.outcome.as_ref().ok().map(|r| r.verdict)
+    }
+
+    /// Whether the verdict is what the scenario expects (an unknown or an error never is).
+    pub fn as_expected(&self) -> bool {
+        match self.verdict() {
+            Some(Verdict::Invalid) => self.expected_fail,
+            Some(Verdict::Valid) => !self.expected_fail,
+            _ => false,
+        }
+    }
+}
+
+/// Run every cell, `jobs` at a time; cells come back in table order.
+pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
+    // Table order is scenario-major; run limiter-major, so that the cells running at once
+    // mix heavy scenarios (100,000 requests) with ones that mostly wait.
+    let width = config.limiters.len();
+    let plan: Vec<(usize, &Scenario, &Arc<dyn Limiter>)> = config
+        .limiters
+        .iter()
+        .enumerate()
+        .flat_map(|(li, l)| {
+            config
+                .scenarios
+                .iter()
+                .enumerate()
+                .map(move |(si, s)| (si * width + li, s, l))
+        })
+        .collect();
+    let bar = progress(plan.len() as u64, config.show_progress);
+    let mut cells: Vec<(usize, Cell)> = futures::stream::iter(plan)
+        .map(|(i, scenario, limiter)| {
+            let (bar, config) = (bar.clone(), &config);
+            async move {
+                let cell = run_cell(config, scenario, limiter).await;
+                let verdict = match &cell.outcome {
+                    Ok(r) => r.verdict.name().to_uppercase(),
+                    Err(e) => format!("ERROR ({})", e.lines().next().unwrap_or_default()),
+                };
+                let mark = if cell.as_expected() {
+                    ""
+                } else {
+                    "  (differs from the expectation)"
+                };
+                let line = format!(
+                    "{} × {}: {verdict} in {:.1} s{mark}",
+                    cell.scenario,
+                    cell.limiter,
+                    cell.wall_ms as f64 / 1000.0
+                );
+                if bar.is_hidden() {
+                    eprintln!("{line}");
+                } else {
+                    bar.println(line);
+                }
+                bar.inc(1);
+                (i, cell)
+            }
+        })
+        .buffer_unordered(config.jobs.max(1))
+        .collect()
+        .await;
+    bar.finish_and_clear();
+    cells.sort_by_key(|(i, _)| *i);
+    cells.into_iter().map(|(_, c)| c).collect()
+}
+
+async fn run_cell(config: &MatrixConfig, scenario: &Scenario, limiter: &Arc<dyn Limiter>) -> Cell {
+    let started = Instant::now();
+    let seed = config.seed.or(scenario.seed).unwrap_or(0);
+    let name = limiter.name().to_owned();
+    let reproduce = format!(
+        "limiter-harness run {} --limiter {name} --seed {seed} {}",
+        scenario.source.display(),
+        config.backend.reproduce_flags()
+    );
+    let run = RunConfig {
+        scenario: scenario.clone(),
+        limiter: Arc::clone(limiter),
+        backend: Arc::clone(&config.backend),
+        seed,
+        report_dir: config.runs_dir.join(&scenario.name).join(sanitize(&name)),
+        allow_reconfigure: false,
+        show_progress: false,
+        reproduce,
+    };
+    let outcome = on_own_thread(run).await;
+    Cell {
+        scenario: scenario.name.clone(),
+        expected_fail: scenario.expect.fail.contains(&name),
+        note: scenario.expect.notes.get(&name).cloned(),
+        limiter: name,
+        outcome,
+        wall_ms: started.elapsed().as_millis() as u64,
+    }
+}
+
+/// Run one cell on a thread of its own with its own runtime: the operating system then
+/// shares the cores between cells, so a cell that mostly waits (and whose verdict depends
+/// on its timing) is not queued behind the tasks of a cell that floods the server.
+async fn on_own_thread(run: RunConfig) -> Result<Report, String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new().name("matrix-cell".into()).spawn(move || {
+        let result = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("starting the cell's runtime: {e}"))
+            .and_then(|rt| {
+                rt.block_on(runner::run(run))
+                    .map(|o| o.report)
+                    .map_err(|e| e.to_string())
+            });
+        let _ = tx.send(result);
+    });
+    if let Err(e) = spawned {
+        return Err(format!("starting the cell's thread: {e}"));
+    }
+    rx.await
+        .unwrap_or_else(|_| Err("the cell's thread died (a harness bug)".into()))
+}
+
+/// A limiter name as a directory name.
+pub fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn progress(total: u64, visible: bool) -> ProgressBar {
+    let target = if visible {
+        ProgressDrawTarget::stderr_with_hz(5)
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let bar = ProgressBar::with_draw_target(Some(total), target);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} cells")
+            .expect("valid template"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}

@@ -1,0 +1,129 @@
+//! `MATRIX.md`: the verdict table. Only verdicts and what the scenarios expect: it is
+//! reviewed in pull requests, so nothing in it varies from run to run.
+
+use std::fmt::Write;
+
+use super::Cell;
+use crate::checker::Verdict;
+use crate::scenario::{Invariant, Scenario};
+
+/// A word or two for a broken invariant, for table cells.
+pub fn short_label(invariant: Invariant) -> &'static str {
+    match invariant {
+        Invariant::TtlPresent => "no TTL",
+        Invariant::TtlBounded => "TTL > window",
+        Invariant::NoCounterReset => "reset",
+        Invariant::AdmittedWithinLimit => "over limit",
+        Invariant::NoLockout => "lockout",
+        Invariant::AdmitsUpToLimit => "starved",
+        Invariant::NoLeakedKeys => "leaked keys",
+    }
+}
+
+fn cell_text(cell: &Cell) -> String {
+    let report = match &cell.outcome {
+        Ok(r) => r,
+        Err(_) => return "error".into(),
+    };
+    let broken = |v: Verdict| -> Vec<&str> {
+        report
+            .invariants
+            .iter()
+            .filter(|c| c.verdict == v)
+            .map(|c| short_label(c.invariant))
+            .collect()
+    };
+    let text = match report.verdict {
+        Verdict::Valid => "pass".to_owned(),
+        Verdict::Invalid => format!("**{}**", broken(Verdict::Invalid).join(", ")),
+        Verdict::Unknown => format!("unknown: {}", broken(Verdict::Unknown).join(", ")),
+    };
+    if cell.as_expected() {
+        text
+    } else {
+        format!("{text} †")
+    }
+}
+
+/// The whole table with its legend, differences from expectations and notes.
+pub fn render_table(scenarios: &[Scenario], limiters: &[String], cells: &[Cell], context: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# Limiter matrix\n");
+    let _ = writeln!(
+        out,
+        "Every scenario × every limiter, one fresh server per cell ({context}). A cell says `pass`, or which \
+         invariants broke; **†** marks a verdict that differs from what the scenario file expects (`[expect]`), \
+         explained under Findings. Regenerate with `limiter-harness matrix`; each cell's full report is in \
+         `reports/runs/matrix/SCENARIO/LIMITER/report.md` and its reviewed snapshot in `reports/snapshots/`.\n"
+    );
+    let _ = writeln!(out, "| scenario | {} |", limiters.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---|".repeat(limiters.len()));
+    for scenario in scenarios {
+        let row: Vec<String> = limiters
+            .iter()
+            .map(|l| {
+                cells
+                    .iter()
+                    .find(|c| c.scenario == scenario.name && &c.limiter == l)
+                    .map_or_else(|| "–".to_owned(), cell_text)
+            })
+            .collect();
+        let _ = writeln!(out, "| {} | {} |", scenario.name, row.join(" | "));
+    }
+    let legend: Vec<String> = Invariant::ALL
+        .iter()
+        .map(|i| format!("{} = `{}`", short_label(*i), i.name()))
+        .collect();
+    let _ = writeln!(out, "\nLegend: {}.\n", legend.join(", "));
+    findings(&mut out, cells);
+    notes(&mut out, cells);
+    out
+}
+
+fn findings(out: &mut String, cells: &[Cell]) {
+    let differing: Vec<&Cell> = cells.iter().filter(|c| !c.as_expected()).collect();
+    let _ = writeln!(out, "## Findings\n");
+    if differing.is_empty() {
+        let _ = writeln!(out, "Every cell is what its scenario expects.\n");
+        return;
+    }
+    for cell in differing {
+        let expected = if cell.expected_fail {
+            "expected to fail"
+        } else {
+            "expected to pass"
+        };
+        let got = match &cell.outcome {
+            Ok(r) => r.verdict.name().to_owned(),
+            Err(e) => format!("error: {}", e.lines().next().unwrap_or_default()),
+        };
+        let why = cell
+            .note
+            .clone()
+            .unwrap_or_else(|| "not explained yet: read the cell's report".into());
+        let _ = writeln!(
+            out,
+            "- **{} × {}** ({expected}, got {got}): {why}",
+            cell.scenario, cell.limiter
+        );
+    }
+    let _ = writeln!(out);
+}
+
+fn notes(out: &mut String, cells: &[Cell]) {
+    let noted: Vec<&Cell> = cells.iter().filter(|c| c.note.is_some() && c.as_expected()).collect();
+    if noted.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "## Notes\n");
+    for cell in noted {
+        let _ = writeln!(
+            out,
+            "- {} × {}: {}",
+            cell.scenario,
+            cell.limiter,
+            cell.note.as_deref().unwrap_or_default()
+        );
+    }
+    let _ = writeln!(out);
+}
