@@ -29,6 +29,8 @@ pub enum Command {
     Clean(CleanArgs),
     /// Build the Redis image from the local redis-server binary (runs do this on demand).
     Image(ImageArgs),
+    /// Measure the request driver against `redis-benchmark -t incr` on the same server.
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -107,4 +109,19 @@ pub struct CleanArgs {
     /// Also remove the servers of runs still in progress.
     #[arg(long)]
     pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// A built-in single-round-trip limiter to drive.
+    #[arg(long, short, default_value = "lua-incr-expire-if-first")]
+    pub limiter: String,
+    /// Connections (and clients) on both sides.
+    #[arg(long, short, default_value_t = 32)]
+    pub connections: u32,
+    /// Requests on both sides.
+    #[arg(long, short = 'n', default_value_t = 200_000)]
+    pub requests: u64,
+    #[arg(long, default_value = "redis-server")]
+    pub redis_server: PathBuf,
 }

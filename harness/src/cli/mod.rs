@@ -3,6 +3,7 @@
 //! usage error.
 
 mod args;
+mod bench;
 mod commands;
 mod exit;
 
@@ -31,6 +32,7 @@ pub async fn main() -> ExitCode {
         Command::List => commands::list(),
         Command::Clean(args) => commands::clean(args.all).await,
         Command::Image(args) => commands::image(args).await,
+        Command::Bench(args) => bench::bench(args).await,
     };
     match result {
         Ok(code) => code,

@@ -52,7 +52,11 @@ impl Driver {
         self.progress.phase(name);
         match plan {
             PhasePlan::Steady { requests, duration_us } => self.steady(index, requests, *duration_us, flood).await,
-            PhasePlan::Burst { requests, concurrency } => self.burst(index, requests, *concurrency, flood).await,
+            PhasePlan::Burst {
+                requests,
+                concurrency,
+                connections,
+            } => self.burst(index, requests, *concurrency, *connections, flood).await,
             PhasePlan::Quiet { duration_us } => tokio::time::sleep(Duration::from_micros(*duration_us)).await,
         }
         self.recorder.record(Event::Phase {
@@ -101,6 +105,7 @@ impl Driver {
         phase: usize,
         requests: &[PlannedRequest],
         concurrency: u32,
+        connections: u32,
         flood: Option<Arc<CacheFlood>>,
     ) {
         let requests: Arc<[PlannedRequest]> = requests.into();
@@ -112,7 +117,7 @@ impl Driver {
             let driver = Arc::clone(self);
             let (requests, next, flood) = (Arc::clone(&requests), Arc::clone(&next), flood.clone());
             let start = Arc::clone(&start);
-            let mut conn = self.conns[worker % self.conns.len()].clone();
+            let mut conn = self.conns[worker % (connections as usize).min(self.conns.len())].clone();
             workers.spawn(async move {
                 start.wait().await;
                 while let Some(&req) = requests.get(next.fetch_add(1, Ordering::Relaxed)) {

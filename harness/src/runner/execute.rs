@@ -322,12 +322,12 @@ async fn drive(
         .phases
         .iter()
         .filter_map(|p| match p.kind {
-            PhaseKind::Burst { concurrency, .. } => Some(concurrency as usize),
+            PhaseKind::Burst { connections, .. } => Some(connections as usize),
             _ => None,
         })
         .max()
         .unwrap_or(1)
-        .clamp(4, 8);
+        .max(4);
     let conns: Vec<MultiplexedConnection> = futures::future::try_join_all((0..pool).map(|_| connect(url))).await?;
     let progress = Progress::new(schedule.total_requests(), config.show_progress);
     let driver = Arc::new(Driver {

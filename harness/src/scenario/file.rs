@@ -67,6 +67,7 @@ pub struct PhaseFile {
     pub duration_ms: Option<Spanned<i64>>,
     pub requests: Option<Spanned<i64>>,
     pub concurrency: Option<Spanned<i64>>,
+    pub connections: Option<Spanned<i64>>,
     pub identities: Option<Spanned<Vec<i64>>>,
     pub pick: Option<Spanned<String>>,
     pub spacing: Option<Spanned<String>>,

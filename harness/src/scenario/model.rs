@@ -112,10 +112,12 @@ pub enum PhaseKind {
         pick: Pick,
         spacing: Spacing,
     },
-    /// Closed-loop traffic: `requests` sent by `concurrency` clients as fast as replies come.
+    /// Closed-loop traffic: `requests` sent by `concurrency` clients as fast as replies
+    /// come, over `connections` connections (clients share them, pipelining their commands).
     Burst {
         requests: u64,
         concurrency: u32,
+        connections: u32,
         identities: Vec<u32>,
         pick: Pick,
     },

@@ -303,12 +303,13 @@ fn resolve_phase(phase: &PhaseFile, index: usize, limit: &Limit, src: &Source<'_
 }
 
 const STEADY_TAKES: &str = "name, rate_per_s, duration_ms, identities, pick, spacing";
-const BURST_TAKES: &str = "name, requests, concurrency, identities, pick";
+const BURST_TAKES: &str = "name, requests, concurrency, connections, identities, pick";
 const QUIET_TAKES: &str = "name, duration_ms";
 
 fn resolve_steady(p: &PhaseFile, limit: &Limit, src: &Source<'_>) -> Result<PhaseKind, ScenarioError> {
     src.not_for(&p.requests, "requests", "steady phase", STEADY_TAKES)?;
     src.not_for(&p.concurrency, "concurrency", "steady phase", STEADY_TAKES)?;
+    src.not_for(&p.connections, "connections", "steady phase", STEADY_TAKES)?;
     let rate = p.rate_per_s.as_ref().ok_or_else(|| {
         src.error(&p.kind, "a steady phase needs `rate_per_s`")
             .with_help("e.g. `rate_per_s = 100` (requests per second, all identities together)")
@@ -352,9 +353,14 @@ fn resolve_burst(p: &PhaseFile, limit: &Limit, src: &Source<'_>) -> Result<Phase
         Some(c) => src.in_range(c, "concurrency", 1..=1024)? as u32,
         None => 1,
     };
+    let connections = match &p.connections {
+        Some(c) => src.in_range(c, "connections", 1..=u64::from(concurrency))? as u32,
+        None => concurrency.min(8),
+    };
     Ok(PhaseKind::Burst {
         requests: src.in_range(requests, "requests", 1..=100_000_000)?,
         concurrency,
+        connections,
         identities: resolve_identities(p.identities.as_ref(), limit, src)?,
         pick: resolve_pick(p.pick.as_ref(), src)?,
     })
@@ -364,6 +370,7 @@ fn resolve_quiet(p: &PhaseFile, src: &Source<'_>) -> Result<PhaseKind, ScenarioE
     src.not_for(&p.rate_per_s, "rate_per_s", "quiet phase", QUIET_TAKES)?;
     src.not_for(&p.requests, "requests", "quiet phase", QUIET_TAKES)?;
     src.not_for(&p.concurrency, "concurrency", "quiet phase", QUIET_TAKES)?;
+    src.not_for(&p.connections, "connections", "quiet phase", QUIET_TAKES)?;
     src.not_for(&p.identities, "identities", "quiet phase", QUIET_TAKES)?;
     src.not_for(&p.pick, "pick", "quiet phase", QUIET_TAKES)?;
     src.not_for(&p.spacing, "spacing", "quiet phase", QUIET_TAKES)?;

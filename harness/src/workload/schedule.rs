@@ -24,10 +24,12 @@ pub enum PhasePlan {
         requests: Vec<PlannedRequest>,
         duration_us: u64,
     },
-    /// `concurrency` clients send the requests in order, each as soon as its previous reply came.
+    /// `concurrency` clients send the requests in order, each as soon as its previous reply
+    /// came, over `connections` connections.
     Burst {
         requests: Vec<PlannedRequest>,
         concurrency: u32,
+        connections: u32,
     },
     Quiet {
         duration_us: u64,
@@ -103,6 +105,7 @@ pub fn plan(scenario: &Scenario, seed: u64) -> Schedule {
             PhaseKind::Burst {
                 requests,
                 concurrency,
+                connections,
                 identities,
                 pick,
             } => PhasePlan::Burst {
@@ -110,6 +113,7 @@ pub fn plan(scenario: &Scenario, seed: u64) -> Schedule {
                     .map(|i| make(choose(&mut rng, identities, *pick, i), 0))
                     .collect(),
                 concurrency: *concurrency,
+                connections: *connections,
             },
             PhaseKind::Quiet { duration_ms } => PhasePlan::Quiet {
                 duration_us: duration_ms * 1000,
