@@ -27,10 +27,40 @@ demo-eviction: build
 run scenario limiter *flags: build
     {{harness}} run {{scenario}} --limiter {{limiter}} {{flags}}
 
-# Every test: unit tests, then the integration tests against real Redis (Docker and redis-server needed).
+# Every scenario × every limiter: the verdict table in reports/MATRIX.md (exit 0 when every cell is as its scenario expects).
+matrix *flags: build
+    {{harness}} matrix {{flags}}
+
+# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed).
 test:
     cargo build --workspace --all-targets
     cargo test --workspace
+
+# After a deliberate change: rewrite the reviewed snapshots and MATRIX.md, then review `git diff reports/`.
+snapshots: build
+    {{harness}} matrix --no-progress > /dev/null
+    INSTA_UPDATE=always cargo test -p limiter-harness-tests --test snapshots
+    git diff --stat reports/
+
+# Run the snapshot matrix N times against the committed snapshots (as CI does): every run must match.
+determinism n="2":
+    #!/usr/bin/env bash
+    set -uo pipefail
+    passed=0
+    for i in $(seq 1 {{n}}); do
+      if CI=true cargo test -q -p limiter-harness-tests --test snapshots >/tmp/limiter-harness-determinism.log 2>&1; then
+        passed=$((passed + 1)); echo "run $i: identical to the reviewed snapshots"
+      else
+        echo "run $i: DIFFERENT"
+        grep -E "differ|MATRIX.md is not" /tmp/limiter-harness-determinism.log | head -5 || tail -5 /tmp/limiter-harness-determinism.log
+      fi
+    done
+    echo "$passed/{{n}} runs identical"
+    [ "$passed" = "{{n}}" ]
+
+# The request driver against redis-benchmark -t incr on the same server, same connections: both figures and the ratio.
+bench *flags: build
+    {{harness}} bench {{flags}}
 
 # Formatting and lints, as CI checks them.
 lint:

@@ -164,7 +164,7 @@ fn ttl_present_excuses_a_planted_key_until_a_window_after_the_limiters_first_ans
     assert_eq!(
         result.notes,
         vec![
-            "2 PTTL -1 observation(s) of keys the scenario planted without a TTL, within a window of the limiter's first answer on them (its time to heal them)".to_owned()
+            "2 PTTL -1 observation(s) of keys the scenario planted without a TTL, before the limiter answered its first request on them a window after its first answer (its time to heal them)".to_owned()
         ],
         "excused as planted, not as in flight"
     );
@@ -172,8 +172,9 @@ fn ttl_present_excuses_a_planted_key_until_a_window_after_the_limiters_first_ans
 
 #[test]
 fn ttl_present_a_planted_key_still_without_ttl_a_window_after_the_first_answer_is_immortal() {
-    // First answer at 102 ms: the key is due by 1102 ms. A limiter that only sets the TTL on
-    // count 1 never heals it.
+    // First answer at 102 ms; the first request a window later (sent at 1150 ms) is answered
+    // at 1152 ms: from then on the key is due. A limiter that only sets the TTL on count 1
+    // never heals it.
     let history = |planted: bool| {
         let history = if planted {
             HistoryBuilder::new().setup(0, "rl:0", "SET rl:0 20 (no TTL)")
@@ -184,8 +185,9 @@ fn ttl_present_a_planted_key_still_without_ttl_a_window_after_the_first_answer_i
             .sample(50, false, &[("rl:0", -1, Some("20"))])
             .rejected(1, 0, 100, 102, 21)
             .sample(1101, false, &[("rl:0", -1, Some("21"))])
-            .sample(1102, false, &[("rl:0", -1, Some("21"))])
-            .sample(3000, true, &[("rl:0", -1, Some("21"))])
+            .rejected(2, 0, 1150, 1152, 22)
+            .sample(1153, false, &[("rl:0", -1, Some("22"))])
+            .sample(3000, true, &[("rl:0", -1, Some("22"))])
     };
     let result = history(true).check_one(TtlPresent);
     let anomaly = sole_anomaly(&result);
@@ -194,12 +196,12 @@ fn ttl_present_a_planted_key_still_without_ttl_a_window_after_the_first_answer_i
     assert_eq!(anomaly.requests, Vec::<u64>::new(), "no request created it");
     assert_eq!(
         anomaly.t_us,
-        us(1102),
-        "the first sample a window after the first answer"
+        us(1153),
+        "the first sample after the first answer a window later"
     );
     assert_eq!(
         anomaly.seen,
-        vec!["PTTL -1 (2 sample(s))".to_owned(), "value 21".to_owned()]
+        vec!["PTTL -1 (2 sample(s))".to_owned(), "value 22".to_owned()]
     );
     assert_eq!(
         anomaly.because,

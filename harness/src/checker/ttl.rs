@@ -53,19 +53,28 @@ pub fn ttl_present(input: &CheckInput<'_>) -> CheckResult {
     }
     if untouched > 0 {
         result = result.with_note(format!(
-            "{untouched} PTTL -1 observation(s) of keys the scenario planted without a TTL, within a window of the limiter's first answer on them (its time to heal them)"
+            "{untouched} PTTL -1 observation(s) of keys the scenario planted without a TTL, before the limiter answered its first request on them a window after its first answer (its time to heal them)"
         ));
     }
     result
 }
 
-/// A key the scenario planted without a TTL is the limiter's to repair within one window
-/// of its first answer on it.
+/// A key the scenario planted without a TTL is the limiter's to repair: by the end of its
+/// first request on the key that starts a window or more after its first answer there
+/// (a limiter that sets the TTL only when it admits may have to wait out the planted
+/// state). Until then a -1 on it is the scenario's doing.
 fn planted_not_yet_due(history: &HistoryIndex, key: &str, sample: &Sample, window_ms: u64) -> bool {
-    history.planted.contains_key(key)
-        && history
-            .first_answer_on(key)
-            .is_none_or(|t| sample.t_start_us < t + window_ms * 1000)
+    if !history.planted.contains_key(key) {
+        return false;
+    }
+    let Some(first) = history.first_answer_on(key) else {
+        return true;
+    };
+    let due = history
+        .requests_on(key)
+        .find(|r| r.invoke_us >= first + window_ms * 1000)
+        .map(|r| r.end_us());
+    due.is_none_or(|due| sample.t_start_us < due)
 }
 
 fn immortal(history: &HistoryIndex, key: &str, sample: &Sample, value: Option<String>, times: usize) -> Anomaly {
