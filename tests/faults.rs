@@ -203,3 +203,106 @@ async fn memory_pressure_evicts_under_allkeys_lru_and_fails_writes_under_noevict
     );
     strict.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_dies_between_incr_and_expire_leaves_a_key_without_ttl() {
+    let Some(server) = TestServer::start(Kind::Container).await else {
+        return;
+    };
+    let s = scenario(
+        5_000,
+        "[[fault]]\nkind = \"client-dies-between-round-trips\"\nbefore_command = [\"EXPIRE\", \"PEXPIRE\"]",
+    );
+    let (recorder, history) = Recorder::in_memory();
+    let nemesis = Nemesis::new(&s, server.conn().await, recorder.clone(), RunClock::start());
+    let limiter = builtin("incr-then-expire").unwrap();
+    let mut conn = server.conn().await;
+    let ctx = RequestCtx {
+        id: 0,
+        identity: 0,
+        ordinal: 1,
+        key: s.limit.key(0),
+    };
+    let mut wire = Wire::new(&mut conn, &nemesis, &ctx);
+    let died = limiter.acquire(&mut wire, &ctx.key, &s.limit).await;
+    assert_eq!(wire.into_trips(), ["INCR"], "the PEXPIRE was never sent");
+    let error = died.expect_err("the request has no answer");
+    assert!(
+        error.is_io_error(),
+        "an I/O error, so the driver records it as indeterminate: {error}"
+    );
+    assert_eq!(
+        pttl(&mut conn, "rl:0").await,
+        -1,
+        "INCR created the key; nothing gave it a TTL"
+    );
+    let (decision, _) = acquire(limiter.as_ref(), &mut conn, &nemesis, 2, &s).await;
+    assert_eq!(
+        decision.count,
+        Some(2),
+        "the next request counts on, and never sets the TTL"
+    );
+    assert_eq!(pttl(&mut conn, "rl:0").await, -1);
+    drop(recorder);
+    assert!(faults(&history.finish().0)[0].contains("the client died"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn while_the_nemesis_strikes_the_identitys_other_requests_wait() {
+    let Some(server) = TestServer::start(Kind::Container).await else {
+        return;
+    };
+    let s = scenario(
+        5_000,
+        "[[fault]]\nkind = \"stall-between-round-trips\"\nstall_ms = 300\nrequest = 2",
+    );
+    let (recorder, _history) = Recorder::in_memory();
+    let nemesis = Arc::new(Nemesis::new(&s, server.conn().await, recorder, RunClock::start()));
+    let limiter = builtin("get-then-incr").unwrap();
+    let mut conn = server.conn().await;
+    acquire(limiter.as_ref(), &mut conn, nemesis.as_ref(), 1, &s).await;
+    let stalled = {
+        let (nemesis, limiter, s) = (Arc::clone(&nemesis), Arc::clone(&limiter), s.clone());
+        let mut conn = server.conn().await;
+        tokio::spawn(async move { acquire(limiter.as_ref(), &mut conn, nemesis.as_ref(), 2, &s).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    let third = RequestCtx {
+        id: 2,
+        identity: 0,
+        ordinal: 3,
+        key: s.limit.key(0),
+    };
+    nemesis.before_request(&third).await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200),
+        "the third request waited for the strike: {waited:?}"
+    );
+    let (second, trips) = stalled.await.unwrap();
+    assert_eq!(
+        (second.count, trips),
+        (Some(2), vec!["GET".to_owned(), "INCR".to_owned()]),
+        "the struck request went on"
+    );
+    let other = RequestCtx {
+        id: 3,
+        identity: 1,
+        ordinal: 1,
+        key: s.limit.key(1),
+    };
+    let rule_is_for_identity_0 = s.faults[0].gap().unwrap().identity;
+    assert_eq!(
+        rule_is_for_identity_0, None,
+        "this rule has no identity: everyone waits"
+    );
+    let started = std::time::Instant::now();
+    nemesis.before_request(&other).await;
+    assert!(
+        started.elapsed() < Duration::from_millis(50),
+        "nothing is being struck now"
+    );
+    server.stop().await;
+}

@@ -270,3 +270,54 @@ fn redis_servers_of(owner: i32) -> Vec<String> {
 fn zombie(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
 }
+
+#[test]
+fn matrix_writes_the_table_and_exits_by_the_scenarios_expectations() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "matrix",
+        "--scenarios",
+        "steady-*",
+        "--limiters",
+        "lua-fixed-window,pipeline-incr-expire",
+        "--no-progress",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "both cells as steady-control expects\n{}",
+        text(&out.stderr)
+    );
+    let table = std::fs::read_to_string(dir.path().join("MATRIX.md")).unwrap();
+    assert!(
+        table.contains("| scenario | lua-fixed-window | pipeline-incr-expire |"),
+        "{table}"
+    );
+    assert!(table.contains("| steady-control | pass | **starved** |"), "{table}");
+    assert!(table.contains("Every cell is what its scenario expects."), "{table}");
+    assert!(
+        dir.path()
+            .join("runs/matrix/steady-control/pipeline-incr-expire/report.md")
+            .is_file()
+    );
+    assert!(
+        text(&out.stderr).contains("steady-control × pipeline-incr-expire: INVALID"),
+        "cells are reported as they finish"
+    );
+
+    let none = run(&[
+        "matrix",
+        "--scenarios",
+        "no-such-*",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(none.status.code(), Some(3));
+    assert!(
+        text(&none.stderr).contains("no scenario matches `no-such-*`"),
+        "{}",
+        text(&none.stderr)
+    );
+}
