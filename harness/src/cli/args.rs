@@ -82,8 +82,8 @@ pub struct MatrixArgs {
     /// Comma-separated limiter names; all built-ins by default.
     #[arg(long, value_delimiter = ',')]
     pub limiters: Vec<String>,
-    /// Cells running at once.
-    #[arg(long, short, default_value_t = 6)]
+    /// Cells running at once (most cells spend their time waiting on windows).
+    #[arg(long, short, default_value_t = 8)]
     pub jobs: usize,
     /// Override every scenario's seed.
     #[arg(long)]
