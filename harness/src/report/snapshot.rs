@@ -20,7 +20,9 @@ pub fn render_snapshot(r: &Report) -> String {
     let _ = writeln!(
         out,
         "- scenario: `{}`, seed {}, {} requests scheduled",
-        r.scenario_file, r.seed, r.requests_scheduled
+        file_name(&r.scenario_file),
+        r.seed,
+        r.requests_scheduled
     );
     let _ = writeln!(
         out,
@@ -71,4 +73,13 @@ pub fn render_snapshot(r: &Report) -> String {
         }
     }
     out
+}
+
+/// The scenario file's name without its directory: where the checkout lives is not
+/// something the seed decides, and a snapshot must read the same on every machine.
+fn file_name(path: &str) -> &str {
+    std::path::Path::new(path)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(path)
 }
