@@ -91,6 +91,7 @@ fn url_run(scenario: Scenario, url: &str, dir: &Path, allow: bool) -> RunConfig 
         seed: 1,
         report_dir: dir.to_owned(),
         allow_reconfigure: allow,
+        via_proxy: false,
         show_progress: false,
         reproduce: "(test)".into(),
     }

@@ -33,6 +33,7 @@ async fn the_shipped_matrix_matches_its_reviewed_snapshots() {
         jobs: 8,
         runs_dir: runs.path().to_owned(),
         seed: None,
+        via_proxy: false,
         show_progress: false,
     })
     .await;

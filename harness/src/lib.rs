@@ -5,7 +5,8 @@
 //! generator), [`limiter`] (the clients under test), [`nemesis`] (faults), [`observer`]
 //! (the harness's read-only view of the server), [`history`] (every invocation, completion
 //! and observation), [`checker`] (invariants → verdicts with evidence) and [`report`].
-//! [`backend`] decides where Redis runs; [`runner`] wires one run together; [`cli`] is the
+//! [`proxy`] is the Redis-protocol fault proxy that applies the nemesis's rules to clients
+//! the harness does not control. [`backend`] decides where Redis runs; [`runner`] wires one run together; [`cli`] is the
 //! command line.
 
 pub mod backend;
@@ -18,6 +19,7 @@ pub mod limiter;
 pub mod matrix;
 pub mod nemesis;
 pub mod observer;
+pub mod proxy;
 pub mod report;
 pub mod runner;
 pub mod scenario;

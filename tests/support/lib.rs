@@ -97,6 +97,7 @@ pub async fn run(scenario: Scenario, limiter: &str, kind: Kind) -> Option<(Repor
         seed,
         report_dir: dir.path().to_owned(),
         allow_reconfigure: false,
+        via_proxy: false,
         show_progress: false,
         reproduce: String::from("(test)"),
     })

@@ -3,10 +3,12 @@
 //! a panic inside one becomes an Unknown verdict that says so.
 
 mod admitted;
+mod double;
 mod leaks;
 mod liveness;
 mod lockout;
 mod reset;
+mod surfaced;
 mod ttl;
 mod verdict;
 mod window;
@@ -57,6 +59,8 @@ fn check_one(invariant: Invariant, input: &CheckInput<'_>) -> CheckResult {
         Invariant::NoLockout => lockout::no_lockout(input),
         Invariant::AdmitsUpToLimit => liveness::admits_up_to_limit(input),
         Invariant::NoLeakedKeys => leaks::no_leaked_keys(input),
+        Invariant::NoDoubleCount => double::no_double_count(input),
+        Invariant::ErrorsSurfaced => surfaced::errors_surfaced(input),
     }
 }
 

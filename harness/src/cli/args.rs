@@ -37,7 +37,8 @@ pub enum Command {
 pub struct RunArgs {
     /// A scenario file, or the name of one in ./scenarios.
     pub scenario: String,
-    /// The limiter under test (see `limiter-harness list`).
+    /// The limiter under test: a built-in name (see `limiter-harness list`), `lua:PATH` (a
+    /// Lua script) or `exec:COMMAND` (an adapter process, see docs/exec-protocol.md).
     #[arg(long, short)]
     pub limiter: String,
     #[command(flatten)]
@@ -72,6 +73,10 @@ pub struct BackendArgs {
     /// Allow CONFIG SET and cache floods on a server the harness did not start (--backend url).
     #[arg(long)]
     pub allow_reconfigure: bool,
+    /// Send a built-in or Lua limiter's traffic through the fault proxy (exec adapters and
+    /// faults on replies always use it).
+    #[arg(long)]
+    pub via_proxy: bool,
 }
 
 #[derive(Debug, Args)]

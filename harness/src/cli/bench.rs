@@ -68,6 +68,7 @@ async fn measure(
         seed: 1,
         report_dir: dir.path().to_owned(),
         allow_reconfigure: true,
+        via_proxy: false,
         show_progress: false,
         reproduce: String::new(),
     })

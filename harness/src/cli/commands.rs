@@ -48,11 +48,14 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
     let mut reproduce = format!(
         "limiter-harness run {} --limiter {} --seed {seed} {}",
         path.display(),
-        limiter.name(),
+        shell_quote(limiter.name()),
         backend.reproduce_flags()
     );
     if args.server.allow_reconfigure {
         reproduce.push_str(" --allow-reconfigure");
+    }
+    if args.server.via_proxy {
+        reproduce.push_str(" --via-proxy");
     }
     let report_dir = args.report_dir.clone().unwrap_or_else(|| {
         PathBuf::from("reports/runs")
@@ -66,6 +69,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
         seed,
         report_dir,
         allow_reconfigure: args.server.allow_reconfigure,
+        via_proxy: args.server.via_proxy,
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
         reproduce,
     })
@@ -84,11 +88,17 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
     Ok(outcome.report.verdict.into())
 }
 
-fn resolve_limiter(name: &str) -> Result<Arc<dyn Limiter>, SetupError> {
-    builtin(name).ok_or_else(|| SetupError::UnknownLimiter {
-        name: name.to_owned(),
-        known: BUILTIN_NAMES.join(", "),
-    })
+/// Quote an argument for a POSIX shell when it needs it.
+fn shell_quote(arg: &str) -> String {
+    if arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@".contains(c)) {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+fn resolve_limiter(spec: &str) -> Result<Arc<dyn Limiter>, SetupError> {
+    crate::limiter::resolve(spec)
 }
 
 fn print_summary(report: &Report) {
@@ -168,6 +178,7 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         jobs: args.jobs,
         runs_dir: args.out.join("runs/matrix"),
         seed: args.seed,
+        via_proxy: server.via_proxy,
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
     })
     .await;

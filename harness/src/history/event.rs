@@ -83,6 +83,15 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         first_error: Option<String>,
     },
+    /// A round trip the fault proxy forwarded: the commands a client actually sent on one
+    /// connection, and the request they belong to when the proxy could tell.
+    Wire {
+        t_us: u64,
+        conn: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request: Option<u64>,
+        commands: Vec<String>,
+    },
     /// Something stopped the harness from seeing or doing what it needed.
     Problem {
         t_us: u64,

@@ -65,6 +65,17 @@ pub struct HistoryIndex {
     pub faults: Vec<FaultRecord>,
     /// Keys the scenario planted before traffic, with when.
     pub planted: BTreeMap<String, u64>,
+    /// What the fault proxy saw clients send, in order (empty when no proxy ran).
+    pub wire: Vec<WireRecord>,
+}
+
+/// One round trip through the fault proxy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireRecord {
+    pub t_us: u64,
+    pub conn: u64,
+    pub request: Option<u64>,
+    pub commands: Vec<String>,
 }
 
 /// One thing the nemesis did.
@@ -194,6 +205,17 @@ impl HistoryIndex {
             Event::Setup { t_us, key, .. } => {
                 self.planted.insert(key.clone(), *t_us);
             }
+            Event::Wire {
+                t_us,
+                conn,
+                request,
+                commands,
+            } => self.wire.push(WireRecord {
+                t_us: *t_us,
+                conn: *conn,
+                request: *request,
+                commands: commands.clone(),
+            }),
             Event::Run { .. } | Event::Stats { .. } | Event::Flood { .. } => {}
         }
     }

@@ -2,17 +2,55 @@
 //! hands every gap between two round trips to the nemesis.
 
 mod builtin;
+mod exec;
+mod script;
 mod wire;
+
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use builtin::{BUILTIN_NAMES, builtin};
+pub use exec::{ExecSpec, PROTOCOL_VERSION};
+pub use script::{ResultMapping, ScriptConvention, ScriptLimiter, decide, parse_convention};
 pub use wire::{RequestCtx, TripSummary, Wire};
 
+use crate::clock::RunClock;
+use crate::error::SetupError;
+use crate::history::Recorder;
 use crate::scenario::Limit;
+
+/// A `--limiter` argument: a built-in name, `lua:PATH` or `exec:COMMAND`.
+pub fn resolve(spec: &str) -> Result<Arc<dyn Limiter>, SetupError> {
+    if spec.starts_with("lua:") {
+        return Ok(Arc::new(ScriptLimiter::load(spec)?));
+    }
+    if spec.starts_with("exec:") {
+        return Ok(Arc::new(ExecSpec::parse(spec)?));
+    }
+    builtin(spec).ok_or_else(|| SetupError::UnknownLimiter {
+        name: spec.to_owned(),
+        known: format!(
+            "{}, lua:PATH (a Lua script), exec:COMMAND (an adapter process)",
+            BUILTIN_NAMES.join(", ")
+        ),
+    })
+}
+
+/// What a limiter may need to start for one run.
+pub struct LimiterEnv {
+    /// Where its Redis traffic must go (the fault proxy when it needs one).
+    pub redis_url: String,
+    pub limit: Limit,
+    pub recorder: Recorder,
+    pub clock: RunClock,
+    /// The run's report directory (an adapter's stderr goes there).
+    pub report_dir: PathBuf,
+}
 
 /// What a limiter decided for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +61,7 @@ pub struct Decision {
 }
 
 /// The algorithm a limiter implements; the checkers pick their bounds from it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Algorithm {
     /// A counter per identity that lives for one window from its first request.
@@ -67,6 +105,18 @@ pub trait Limiter: Send + Sync {
     fn redis_version_min(&self) -> (u32, u32) {
         (2, 6)
     }
+    /// Whether its Redis traffic can only be faulted in the harness's proxy (it is not
+    /// harness code, so there is no [`Wire`] to strike in).
+    fn needs_proxy(&self) -> bool {
+        false
+    }
+    /// Start what the limiter needs for one run (an adapter process); `Some` is the
+    /// instance to drive instead of this one.
+    async fn start(&self, _env: &LimiterEnv) -> Result<Option<Arc<dyn Limiter>>, SetupError> {
+        Ok(None)
+    }
+    /// Stop what [`Limiter::start`] started.
+    async fn stop(&self) {}
     /// One-time setup on the server before traffic (e.g. SCRIPT LOAD).
     async fn prepare(&self, _conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
         Ok(())

@@ -25,6 +25,8 @@ pub struct MatrixConfig {
     pub runs_dir: PathBuf,
     /// Overrides every scenario's seed.
     pub seed: Option<u64>,
+    /// Route every limiter's traffic through the fault proxy.
+    pub via_proxy: bool,
     pub show_progress: bool,
 }
 
@@ -116,9 +118,10 @@ async fn run_cell(config: &MatrixConfig, scenario: &Scenario, limiter: &Arc<dyn 
     let seed = config.seed.or(scenario.seed).unwrap_or(0);
     let name = limiter.name().to_owned();
     let reproduce = format!(
-        "limiter-harness run {} --limiter {name} --seed {seed} {}",
+        "limiter-harness run {} --limiter '{name}' --seed {seed} {}{}",
         scenario.source.display(),
-        config.backend.reproduce_flags()
+        config.backend.reproduce_flags(),
+        if config.via_proxy { " --via-proxy" } else { "" }
     );
     let run = RunConfig {
         scenario: scenario.clone(),
@@ -127,6 +130,7 @@ async fn run_cell(config: &MatrixConfig, scenario: &Scenario, limiter: &Arc<dyn 
         seed,
         report_dir: config.runs_dir.join(&scenario.name).join(sanitize(&name)),
         allow_reconfigure: false,
+        via_proxy: config.via_proxy,
         show_progress: false,
         reproduce,
     };

@@ -17,6 +17,8 @@ pub fn short_label(invariant: Invariant) -> &'static str {
         Invariant::NoLockout => "lockout",
         Invariant::AdmitsUpToLimit => "starved",
         Invariant::NoLeakedKeys => "leaked keys",
+        Invariant::NoDoubleCount => "double count",
+        Invariant::ErrorsSurfaced => "error swallowed",
     }
 }
 

@@ -8,11 +8,11 @@ use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 
 use super::gate::{Gate, Hold};
-use super::rules::GapRule;
+use super::rules::{CommandRule, GapRule};
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
 use crate::limiter::{RequestCtx, TripSummary};
-use crate::scenario::{GapFaultAction, Scenario};
+use crate::scenario::{CommandFaultAction, GapFaultAction, Scenario};
 
 /// What the client does after a gap.
 #[derive(Debug, Default)]
@@ -55,6 +55,7 @@ impl GapHook for NoFaults {
 /// requests, so a fault's effect does not depend on which request happened to be next.
 pub struct Nemesis {
     rules: Vec<GapRule>,
+    command_rules: Vec<CommandRule>,
     /// Held for writing while a strike is in progress: by identity, and for all.
     gates: HashMap<Option<u32>, Arc<Gate>>,
     control: MultiplexedConnection,
@@ -70,12 +71,19 @@ impl Nemesis {
             .enumerate()
             .filter_map(|(i, fault)| fault.gap().map(|spec| GapRule::new(i, spec)))
             .collect::<Vec<_>>();
+        let command_rules = scenario
+            .faults
+            .iter()
+            .enumerate()
+            .filter_map(|(i, fault)| fault.on_command().map(|spec| CommandRule::new(i, spec)))
+            .collect::<Vec<_>>();
         let gates = rules
             .iter()
             .map(|r| (r.matcher.identity, Arc::new(Gate::default())))
             .collect();
         Self {
             rules,
+            command_rules,
             gates,
             control,
             recorder,
@@ -85,7 +93,48 @@ impl Nemesis {
 
     /// How many times each gap fault struck, by fault index.
     pub fn fired(&self) -> Vec<(usize, u64)> {
-        self.rules.iter().map(|r| (r.fault, r.fired())).collect()
+        self.rules
+            .iter()
+            .map(|r| (r.fault, r.fired()))
+            .chain(self.command_rules.iter().map(|r| (r.fault, r.fired())))
+            .collect()
+    }
+
+    /// Whether the scenario has faults that only the fault proxy can apply.
+    pub fn needs_proxy(&self) -> bool {
+        !self.command_rules.is_empty()
+    }
+
+    /// What the fault proxy does with one command of `req` (in round trip `trip`):
+    /// the first command rule that claims it strikes, and the strike is in the history.
+    pub fn on_command(&self, req: &RequestCtx, trip: usize, command: &TripSummary) -> Option<CommandFaultAction> {
+        let rule = self.command_rules.iter().find(|r| r.claim(req, trip, command))?;
+        let place = format!(
+            "{} in round trip {trip} of request #{} (identity {}, its request {})",
+            command.label(),
+            req.id,
+            req.identity,
+            req.ordinal
+        );
+        let effect = match &rule.action {
+            CommandFaultAction::DelayReply { delay_ms } => format!("held the reply to {place} for {delay_ms} ms"),
+            CommandFaultAction::DropReply => {
+                format!("let {place} execute, then dropped its reply and closed the connection")
+            }
+            CommandFaultAction::InjectError { error } => {
+                format!("answered {place} with `-{error}` instead of forwarding it")
+            }
+            CommandFaultAction::ResetConnection => format!("closed the connection instead of forwarding {place}"),
+        };
+        self.recorder.record(Event::Fault {
+            t_us: self.clock.now_us(),
+            fault: rule.fault,
+            kind: rule.action.kind_name().to_owned(),
+            request: Some(req.id),
+            key: Some(req.key.clone()),
+            effect,
+        });
+        Some(rule.action.clone())
     }
 
     async fn strike(&self, rule: &GapRule, req: &RequestCtx, trip: usize, next: &TripSummary) -> GapOutcome {

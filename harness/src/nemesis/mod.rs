@@ -1,7 +1,9 @@
 //! The nemesis: faults. Faults that strike between a request's round trips are rules
 //! matched on commands ([`rules`]: which request, which command next, which round trip),
 //! so the same rules can later drive a network proxy. Memory pressure floods a server with
-//! cold cache entries alongside a phase's requests ([`flood`]).
+//! cold cache entries alongside a phase's requests ([`flood`]). Faults on a command's reply
+//! ([`rules::CommandRule`]) are applied by the fault proxy ([`crate::proxy`]), which asks
+//! the same [`Nemesis`] for gap strikes too: one set of rules, two places to apply them.
 
 mod flood;
 mod gap;
@@ -11,4 +13,4 @@ mod rules;
 pub use flood::{CACHE_PREFIX, CacheFlood, FloodTotals};
 pub use gap::{GapHook, GapOutcome, Nemesis, NoFaults};
 pub use gate::Hold;
-pub use rules::{GapMatch, GapRule};
+pub use rules::{CommandRule, GapMatch, GapRule};

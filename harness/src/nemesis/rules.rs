@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::limiter::{RequestCtx, TripSummary};
-use crate::scenario::{GapFault, GapFaultAction};
+use crate::scenario::{CommandFault, CommandFaultAction, GapFault, GapFaultAction};
 
 /// Which gaps a rule matches: the gap before round trip `trip` (2 or later) of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +55,53 @@ impl GapRule {
     /// Claims one firing if the gap matches and the budget allows; true means "strike now".
     pub fn claim(&self, req: &RequestCtx, trip: usize, next: &TripSummary) -> bool {
         if !self.matcher.matches(req, trip, next) {
+            return false;
+        }
+        self.fired
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                self.times_max.is_none_or(|max| n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    pub fn fired(&self) -> u64 {
+        self.fired.load(Ordering::Acquire)
+    }
+}
+
+/// A rule on one command's reply, applied by the fault proxy; same matching and budget
+/// as a gap rule, except that it may strike a request's first round trip too.
+#[derive(Debug)]
+pub struct CommandRule {
+    pub fault: usize,
+    pub matcher: GapMatch,
+    pub action: CommandFaultAction,
+    pub times_max: Option<u64>,
+    fired: AtomicU64,
+}
+
+impl CommandRule {
+    pub fn new(fault: usize, spec: &CommandFault) -> Self {
+        Self {
+            fault,
+            matcher: GapMatch {
+                identity: spec.identity,
+                from_ordinal: spec.from_request,
+                before_commands: spec.commands.clone(),
+                trip: None,
+            },
+            action: spec.action.clone(),
+            times_max: spec.times,
+            fired: AtomicU64::new(0),
+        }
+    }
+
+    /// Claims one firing for `command` (a one-command summary) of the request. A rule that
+    /// names no command strikes commands on the request's key only (not MULTI, PING, …).
+    pub fn claim(&self, req: &RequestCtx, trip: usize, command: &TripSummary) -> bool {
+        if !self.matcher.matches(req, trip, command)
+            || (self.matcher.before_commands.is_empty() && command.keys.is_empty())
+        {
             return false;
         }
         self.fired

@@ -178,6 +178,20 @@ fn observed(out: &mut String, r: &Report) {
         let _ = writeln!(out, "- cache server: {evicted} key(s) evicted");
     }
     let _ = writeln!(out, "- wall time: {} ms; servers: {}", o.wall_ms, o.servers.join(", "));
+    if let Some(proxy) = &o.proxy {
+        let _ = writeln!(out, "- {proxy}");
+    }
+    for trace in &o.wire {
+        let _ = writeln!(
+            out,
+            "\n### Commands on the wire for `{}` ({})\n\nWhat the client sent through the fault proxy for the requests on this key, up to the anomaly's last witness:\n\n```text",
+            trace.key, trace.anomaly
+        );
+        for line in &trace.lines {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = writeln!(out, "```");
+    }
 }
 
 fn escape(text: &str) -> String {

@@ -72,6 +72,21 @@ pub struct Observed {
     pub cache_writes_failed: u64,
     /// Where the servers ran (container ids, ports).
     pub servers: Vec<String>,
+    /// How the limiter's traffic reached the server, when through the fault proxy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
+    /// The commands the proxy saw for the requests behind the first anomalies.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub wire: Vec<WireTrace>,
+}
+
+/// The commands sent for the requests witnessing one anomaly, as the fault proxy saw them.
+#[derive(Debug, Clone, Serialize)]
+pub struct WireTrace {
+    pub key: String,
+    pub anomaly: String,
+    /// "12.345 s conn 3 request #17: GET rl:0"
+    pub lines: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

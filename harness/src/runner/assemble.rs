@@ -4,8 +4,8 @@ use super::RunConfig;
 use super::execute::RunState;
 use crate::checker::{CheckResult, Verdict};
 use crate::history::{Event, HistoryIndex, Outcome};
-use crate::report::{Counts, FaultSummary, LimiterSummary, Observed, Report, ServerSummary};
-use crate::scenario::{CacheTarget, Fault, GapFault, GapFaultAction};
+use crate::report::{Counts, FaultSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};
+use crate::scenario::{CacheTarget, CommandFault, CommandFaultAction, Fault, GapFault, GapFaultAction};
 use crate::workload::plan;
 
 pub fn report(
@@ -28,6 +28,7 @@ pub fn report(
             .map(|(source, detail, _)| format!("{source}: {detail}")),
     );
     problems.dedup();
+    let observed = observed(state, events, index, &invariants, servers, wall_ms);
     Report {
         scenario: config.scenario.name.clone(),
         about: config.scenario.about.clone(),
@@ -51,7 +52,7 @@ pub fn report(
         requests_scheduled: plan(&config.scenario, config.seed).total_requests(),
         reproduce: config.reproduce.clone(),
         problems,
-        observed: observed(state, events, index, servers, wall_ms),
+        observed,
     }
 }
 
@@ -72,6 +73,28 @@ fn faults(config: &RunConfig, state: &RunState, index: &HistoryIndex) -> Vec<Fau
                     gap_outcome(config, index, i, gap, count),
                     count,
                 ),
+                Fault::OnCommand(c) => {
+                    let outcome = if count > 0 {
+                        let first = index
+                            .faults
+                            .iter()
+                            .find(|f| f.fault == i)
+                            .map(|f| f.effect.clone())
+                            .unwrap_or_default();
+                        format!("struck {count} time(s); first: {first}")
+                    } else {
+                        format!(
+                            "never struck: no request{} sent {} through the fault proxy",
+                            c.identity.map(|id| format!(" of identity {id}")).unwrap_or_default(),
+                            if c.commands.is_empty() {
+                                "a command on its key".to_owned()
+                            } else {
+                                c.commands.join(" or ")
+                            }
+                        )
+                    };
+                    (command_spec(c), outcome, count)
+                }
                 Fault::MemoryPressure(p) => {
                     let flood = state
                         .floods
@@ -136,6 +159,27 @@ fn gap_spec(kind: &str, gap: &GapFault) -> String {
     format!("{kind}: {}", parts.join(", "))
 }
 
+fn command_spec(c: &CommandFault) -> String {
+    let gap = GapFault {
+        identity: c.identity,
+        from_request: c.from_request,
+        before_commands: Vec::new(),
+        times: c.times,
+        action: GapFaultAction::ClientDies,
+    };
+    let on = if c.commands.is_empty() {
+        "on any command of the request".to_owned()
+    } else {
+        format!("on {}", c.commands.join(" or "))
+    };
+    let what = match &c.action {
+        CommandFaultAction::DelayReply { delay_ms } => format!("{delay_ms} ms, "),
+        CommandFaultAction::InjectError { error } => format!("`{error}`, "),
+        _ => String::new(),
+    };
+    gap_spec(c.action.kind_name(), &gap).replacen(": ", &format!(": {what}{on}, "), 1)
+}
+
 fn gap_outcome(config: &RunConfig, index: &HistoryIndex, fault: usize, gap: &GapFault, fired: u64) -> String {
     let limiter = &config.limiter;
     if fired > 0 {
@@ -168,7 +212,14 @@ fn gap_outcome(config: &RunConfig, index: &HistoryIndex, fault: usize, gap: &Gap
     format!("never struck: {which} made a round trip{command} after an earlier round trip")
 }
 
-fn observed(state: &RunState, events: &[Event], index: &HistoryIndex, servers: Vec<String>, wall_ms: u64) -> Observed {
+fn observed(
+    state: &RunState,
+    events: &[Event],
+    index: &HistoryIndex,
+    invariants: &[CheckResult],
+    servers: Vec<String>,
+    wall_ms: u64,
+) -> Observed {
     let mut counts = Counts::default();
     for r in &index.requests {
         counts.requests += 1;
@@ -208,7 +259,50 @@ fn observed(state: &RunState, events: &[Event], index: &HistoryIndex, servers: V
         cache_writes_ok: ok,
         cache_writes_failed: failed,
         servers,
+        proxy: state.proxy.clone(),
+        wire: wire_traces(index, invariants),
     }
+}
+
+/// For the first anomaly of each key (three keys at most): the proxy's record of every
+/// round trip of the requests on that key up to the last witness, the last 16 of them.
+fn wire_traces(index: &HistoryIndex, invariants: &[CheckResult]) -> Vec<WireTrace> {
+    if index.wire.is_empty() {
+        return Vec::new();
+    }
+    let mut traces: Vec<WireTrace> = Vec::new();
+    for a in invariants.iter().flat_map(|c| &c.anomalies) {
+        if traces.len() >= 3 || traces.iter().any(|t| t.key == a.key) {
+            continue;
+        }
+        let Some(last) = a.requests.iter().max() else { continue };
+        let on_key: std::collections::BTreeSet<u64> = index
+            .by_key
+            .get(&a.key)
+            .map(|positions| positions.iter().map(|&p| index.requests[p].id).collect())
+            .unwrap_or_default();
+        let lines: Vec<String> = index
+            .wire
+            .iter()
+            .filter(|w| w.request.is_some_and(|r| r <= *last && on_key.contains(&r)))
+            .map(|w| {
+                format!(
+                    "{:.3} s conn {} request #{}: {}",
+                    w.t_us as f64 / 1e6,
+                    w.conn,
+                    w.request.unwrap_or_default(),
+                    w.commands.join(" | ")
+                )
+            })
+            .collect();
+        let skip = lines.len().saturating_sub(16);
+        traces.push(WireTrace {
+            key: a.key.clone(),
+            anomaly: a.kind.clone(),
+            lines: lines.into_iter().skip(skip).collect(),
+        });
+    }
+    traces
 }
 
 /// The code of an error reply as redis-rs shows it (`"OOM": command not allowed ...`).

@@ -11,10 +11,12 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::progress::Progress;
+use super::setup::connect;
 use crate::clock::RunClock;
 use crate::history::{Event, Outcome, PhaseEdge, Recorder};
 use crate::limiter::{Limiter, RequestCtx, Wire};
 use crate::nemesis::{CacheFlood, GapHook};
+use crate::proxy::InFlight;
 use crate::scenario::Limit;
 use crate::workload::{PhasePlan, PlannedRequest};
 
@@ -25,12 +27,21 @@ const IN_FLIGHT_MAX: usize = 4096;
 pub struct Driver {
     pub limiter: Arc<dyn Limiter>,
     pub limit: Limit,
+    /// Gates requests while the nemesis strikes (`before_request`).
     pub hook: Arc<dyn GapHook>,
+    /// Consulted between the limiter's round trips: the nemesis, or nothing when the fault
+    /// proxy applies the rules instead.
+    pub wire_hook: Arc<dyn GapHook>,
+    /// Set when the limiter's traffic crosses the fault proxy: how it finds the request.
+    pub inflight: Option<Arc<InFlight>>,
     pub recorder: Recorder,
     pub clock: RunClock,
     /// Client connections; request `i` of a steady phase uses `conns[i % len]`, worker `k`
-    /// of a burst uses `conns[k % len]`.
-    pub conns: Vec<MultiplexedConnection>,
+    /// of a burst uses `conns[k % len]`. A connection the fault proxy closed (or lost) is
+    /// replaced by a new one for the requests after it, as a client's pool would.
+    pub conns: Vec<std::sync::Mutex<MultiplexedConnection>>,
+    /// Where `conns` connect.
+    pub url: String,
     pub progress: Progress,
 }
 
@@ -90,10 +101,11 @@ impl Driver {
             let driver = Arc::clone(self);
             let flood = flood.clone();
             let client = Arc::clone(clients.entry(req.identity).or_default());
-            let mut conn = self.conns[req.id as usize % self.conns.len()].clone();
+            let slot = req.id as usize % self.conns.len();
             tasks.spawn(async move {
                 let _turn = client.lock().await;
-                driver.one(&mut conn, req, phase, flood.as_deref()).await;
+                let mut conn = driver.conn(slot);
+                driver.one(&mut conn, slot, req, phase, flood.as_deref()).await;
             });
         }
         tokio::time::sleep_until(start + Duration::from_micros(duration_us)).await;
@@ -117,21 +129,34 @@ impl Driver {
             let driver = Arc::clone(self);
             let (requests, next, flood) = (Arc::clone(&requests), Arc::clone(&next), flood.clone());
             let start = Arc::clone(&start);
-            let mut conn = self.conns[worker % (connections as usize).min(self.conns.len())].clone();
+            let slot = worker % (connections as usize).min(self.conns.len());
             workers.spawn(async move {
                 start.wait().await;
                 while let Some(&req) = requests.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    driver.one(&mut conn, req, phase, flood.as_deref()).await;
+                    let mut conn = driver.conn(slot);
+                    driver.one(&mut conn, slot, req, phase, flood.as_deref()).await;
                 }
             });
         }
         while workers.join_next().await.is_some() {}
     }
 
+    fn conn(&self, slot: usize) -> MultiplexedConnection {
+        self.conns[slot].lock().expect("connection slot").clone()
+    }
+
+    /// Replace a connection that was closed under the client.
+    async fn reconnect(&self, slot: usize) {
+        if let Ok(Ok(fresh)) = tokio::time::timeout(Duration::from_secs(1), connect(&self.url)).await {
+            *self.conns[slot].lock().expect("connection slot") = fresh;
+        }
+    }
+
     /// One request: invoke, decide through the limiter, complete; then the phase's cache writes.
     async fn one(
         &self,
         conn: &mut MultiplexedConnection,
+        slot: usize,
         req: PlannedRequest,
         phase: usize,
         flood: Option<&CacheFlood>,
@@ -158,9 +183,18 @@ impl Driver {
             ordinal: req.ordinal,
             key,
         };
-        let mut wire = Wire::new(conn, self.hook.as_ref(), &ctx);
+        if let Some(inflight) = &self.inflight {
+            inflight.begin(&ctx);
+        }
+        let mut wire = Wire::new(conn, self.wire_hook.as_ref(), &ctx);
         let decided = self.limiter.acquire(&mut wire, &ctx.key, &self.limit).await;
-        let trips = wire.into_trips();
+        let mut trips = wire.into_trips();
+        // Holds of strikes in the proxy last until the completion is in the history.
+        let ended = self.inflight.as_ref().map(|f| f.end(&ctx)).unwrap_or_default();
+        if trips.is_empty() {
+            trips = ended.trips;
+        }
+        let lost = matches!(&decided, Err(e) if e.is_connection_dropped() || e.is_unrecoverable_error());
         let (outcome, count, error) = match decided {
             Ok(d) => (
                 if d.allowed { Outcome::Allowed } else { Outcome::Rejected },
@@ -177,6 +211,10 @@ impl Driver {
             trips,
             error,
         });
+        drop(ended.holds);
+        if lost {
+            self.reconnect(slot).await;
+        }
         if let Some(flood) = flood {
             flood.write_for_request().await;
         }

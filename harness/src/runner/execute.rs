@@ -15,10 +15,12 @@ use super::setup::{Servers, configure, connect, count_keys, delete_keys, restore
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, Recorder, ServerRole};
-use crate::nemesis::{CACHE_PREFIX, CacheFlood, Nemesis};
+use crate::limiter::{Limiter, LimiterEnv};
+use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults};
 use crate::observer::{
     keyspace_events_enabled, read_stats, sample_keys, server_info, spawn_sampler, subscribe_keyspace,
 };
+use crate::proxy::{InFlight, NemesisHook, Proxy};
 use crate::scenario::{CacheTarget, Fault, PhaseKind, Setup};
 use crate::workload::plan;
 
@@ -38,6 +40,10 @@ pub struct RunState {
     pub limiter_expired: u64,
     pub cache_evicted: Option<u64>,
     pub problems: Vec<String>,
+    /// How the limiter's traffic reached the server, when through the fault proxy.
+    pub proxy: Option<String>,
+    /// The name of the limiter instance driven (an adapter may name itself).
+    pub limiter_name: Option<String>,
 }
 
 /// A background task that is aborted if the run is dropped (interrupted).
@@ -167,7 +173,54 @@ pub async fn execute(
     let nemesis = Arc::new(Nemesis::new(scenario, connect(&url).await?, recorder.clone(), clock));
     state.nemesis = Some(Arc::clone(&nemesis));
     let floods = make_floods(config, &url, servers, state).await?;
-    drive(config, nemesis, recorder, clock, &url, &floods).await?;
+    let (proxy, inflight) = if config.via_proxy || nemesis.needs_proxy() || config.limiter.needs_proxy() {
+        let inflight = Arc::new(InFlight::new(&prefix, scenario.limit.identities));
+        let hook = Arc::new(NemesisHook {
+            nemesis: Arc::clone(&nemesis),
+            inflight: Arc::clone(&inflight),
+            recorder: recorder.clone(),
+            clock,
+        });
+        let proxy = Proxy::start(&url, hook).await.map_err(|e| SetupError::ServerStart {
+            backend: "fault proxy".into(),
+            reason: e.to_string(),
+        })?;
+        state.proxy = Some(format!(
+            "the limiter's traffic went through the fault proxy at {} (faults at command boundaries; wire log in the history)",
+            proxy.addr()
+        ));
+        (Some(proxy), Some(inflight))
+    } else {
+        (None, None)
+    };
+    let client_url = proxy.as_ref().map_or_else(|| url.clone(), Proxy::url);
+    let limiter = config
+        .limiter
+        .start(&LimiterEnv {
+            redis_url: client_url.clone(),
+            limit: scenario.limit.clone(),
+            recorder: recorder.clone(),
+            clock,
+            report_dir: config.report_dir.clone(),
+        })
+        .await?
+        .unwrap_or_else(|| Arc::clone(&config.limiter));
+    state.limiter_name = Some(limiter.name().to_owned());
+    drive(
+        config,
+        &limiter,
+        nemesis,
+        inflight,
+        recorder,
+        clock,
+        &client_url,
+        &floods,
+    )
+    .await?;
+    limiter.stop().await;
+    if let Some(proxy) = proxy {
+        proxy.stop().await;
+    }
 
     let t_start_us = clock.now_us();
     match sample_keys(&mut admin, &prefix).await {
@@ -308,9 +361,12 @@ async fn make_floods(
 }
 
 /// Send the whole schedule, phase by phase.
+#[allow(clippy::too_many_arguments)]
 async fn drive(
     config: &RunConfig,
+    limiter: &Arc<dyn Limiter>,
     nemesis: Arc<Nemesis>,
+    inflight: Option<Arc<InFlight>>,
     recorder: &Recorder,
     clock: RunClock,
     url: &str,
@@ -330,13 +386,21 @@ async fn drive(
         .max(4);
     let conns: Vec<MultiplexedConnection> = futures::future::try_join_all((0..pool).map(|_| connect(url))).await?;
     let progress = Progress::new(schedule.total_requests(), config.show_progress);
+    let wire_hook: Arc<dyn GapHook> = if inflight.is_some() {
+        Arc::new(NoFaults)
+    } else {
+        Arc::clone(&nemesis) as Arc<dyn GapHook>
+    };
     let driver = Arc::new(Driver {
-        limiter: Arc::clone(&config.limiter),
+        limiter: Arc::clone(limiter),
         limit: scenario.limit.clone(),
         hook: nemesis,
+        wire_hook,
+        inflight,
         recorder: recorder.clone(),
         clock,
-        conns,
+        conns: conns.into_iter().map(std::sync::Mutex::new).collect(),
+        url: url.to_owned(),
         progress: progress.clone(),
     });
     for (index, (phase, plan)) in scenario.phases.iter().zip(&schedule.phases).enumerate() {

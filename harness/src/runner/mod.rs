@@ -35,6 +35,9 @@ pub struct RunConfig {
     pub report_dir: PathBuf,
     /// The user allowed reconfiguring and flooding a server the harness did not start.
     pub allow_reconfigure: bool,
+    /// Route a built-in limiter's traffic through the fault proxy even when no fault needs
+    /// it (exec adapters and faults on replies always go through it).
+    pub via_proxy: bool,
     pub show_progress: bool,
     /// The command that reproduces this run, for the report.
     pub reproduce: String,

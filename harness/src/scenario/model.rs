@@ -151,6 +151,8 @@ pub enum Fault {
     ExpireBetweenRoundTrips(GapFault),
     StallBetweenRoundTrips(GapFault),
     ClientDiesBetweenRoundTrips(GapFault),
+    /// A fault on one command's reply, applied in the fault proxy.
+    OnCommand(CommandFault),
     MemoryPressure(MemoryPressure),
 }
 
@@ -160,7 +162,16 @@ impl Fault {
             Self::ExpireBetweenRoundTrips(_) => "expire-between-round-trips",
             Self::StallBetweenRoundTrips(_) => "stall-between-round-trips",
             Self::ClientDiesBetweenRoundTrips(_) => "client-dies-between-round-trips",
+            Self::OnCommand(c) => c.action.kind_name(),
             Self::MemoryPressure(_) => "memory-pressure",
+        }
+    }
+
+    /// The rule of a fault that acts on a command's reply (in the fault proxy).
+    pub fn on_command(&self) -> Option<&CommandFault> {
+        match self {
+            Self::OnCommand(c) => Some(c),
+            _ => None,
         }
     }
 
@@ -170,7 +181,7 @@ impl Fault {
             Self::ExpireBetweenRoundTrips(g)
             | Self::StallBetweenRoundTrips(g)
             | Self::ClientDiesBetweenRoundTrips(g) => Some(g),
-            Self::MemoryPressure(_) => None,
+            Self::OnCommand(_) | Self::MemoryPressure(_) => None,
         }
     }
 }
@@ -200,6 +211,55 @@ pub enum GapFaultAction {
     /// The client dies: the rest of the request is never sent (its reply is indeterminate).
     ClientDies,
 }
+
+/// A fault on the reply to one command of a request: only the fault proxy, which sits
+/// between any client and the server, can apply it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommandFault {
+    pub identity: Option<u32>,
+    pub from_request: u64,
+    /// The command it applies to (upper case; empty: any command naming the identity's key).
+    pub commands: Vec<String>,
+    pub times: Option<u64>,
+    pub action: CommandFaultAction,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum CommandFaultAction {
+    /// The reply is held this long before the client gets it.
+    DelayReply { delay_ms: u64 },
+    /// The command executes; its reply is dropped and the connection closed (an ambiguous
+    /// outcome: a client that retries may count twice).
+    DropReply,
+    /// The command is not forwarded; the client gets this error reply instead.
+    InjectError { error: String },
+    /// The connection is closed before the command is forwarded.
+    ResetConnection,
+}
+
+impl CommandFaultAction {
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Self::DelayReply { .. } => "delay-reply",
+            Self::DropReply => "drop-reply",
+            Self::InjectError { .. } => "inject-error",
+            Self::ResetConnection => "reset-connection",
+        }
+    }
+}
+
+/// The errors `inject-error` knows, with the text a real server sends.
+pub const INJECTABLE_ERRORS: [(&str, &str); 5] = [
+    ("OOM", "OOM command not allowed when used memory > 'maxmemory'."),
+    ("NOSCRIPT", "NOSCRIPT No matching script. Please use EVAL."),
+    ("LOADING", "LOADING Redis is loading the dataset in memory"),
+    ("READONLY", "READONLY You can't write against a read only replica."),
+    (
+        "BUSY",
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.",
+    ),
+];
 
 /// Cold cache entries written alongside a phase's requests to push memory over maxmemory.
 #[derive(Debug, Clone, Serialize)]
@@ -239,10 +299,12 @@ pub enum Invariant {
     NoLockout,
     AdmitsUpToLimit,
     NoLeakedKeys,
+    NoDoubleCount,
+    ErrorsSurfaced,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 7] = [
+    pub const ALL: [Invariant; 9] = [
         Self::TtlPresent,
         Self::TtlBounded,
         Self::NoCounterReset,
@@ -250,6 +312,8 @@ impl Invariant {
         Self::NoLockout,
         Self::AdmitsUpToLimit,
         Self::NoLeakedKeys,
+        Self::NoDoubleCount,
+        Self::ErrorsSurfaced,
     ];
 
     pub fn name(self) -> &'static str {
@@ -261,6 +325,8 @@ impl Invariant {
             Self::NoLockout => "no-lockout",
             Self::AdmitsUpToLimit => "admits-up-to-limit",
             Self::NoLeakedKeys => "no-leaked-keys",
+            Self::NoDoubleCount => "no-double-count",
+            Self::ErrorsSurfaced => "errors-surfaced",
         }
     }
 
@@ -278,6 +344,10 @@ impl Invariant {
             Self::NoLockout => "after a quiet period of one window, an identity is admitted again",
             Self::AdmitsUpToLimit => "an identity sending above its limit is still admitted the limit per window",
             Self::NoLeakedKeys => "a key is gone once its identity has been quiet for a window",
+            Self::NoDoubleCount => "the server counts each request at most once, lost replies included",
+            Self::ErrorsSurfaced => {
+                "an error the server answered with reaches the caller, never a silent admit or reject"
+            }
         }
     }
 }

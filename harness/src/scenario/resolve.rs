@@ -9,8 +9,9 @@ use toml::Spanned;
 use super::error::ScenarioError;
 use super::file::{CheckFile, FaultFile, LimitFile, PhaseFile, ScenarioFile, ServerFile, SetupFile};
 use super::model::{
-    CacheTarget, CheckConfig, Expect, Fault, GapFault, GapFaultAction, Invariant, Limit, MemoryPressure, Phase,
-    PhaseKind, Pick, Scenario, ServerConfig, Setup, Spacing,
+    CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, GapFault, GapFaultAction,
+    INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Phase, PhaseKind, Pick, Scenario, ServerConfig, Setup,
+    Spacing,
 };
 
 const POLICIES: [&str; 8] = [
@@ -425,6 +426,7 @@ fn resolve_identities(
 const GAP_TAKES: &str = "identity, request, before_command, times";
 const STALL_TAKES: &str = "identity, request, before_command, times, stall_ms";
 const PRESSURE_TAKES: &str = "phase, value_bytes, ttl_s, writes_per_request, target";
+const COMMAND_TAKES: &str = "identity, request, command, times (delay-reply: delay_ms; inject-error: error)";
 
 fn resolve_fault(
     fault: &Spanned<FaultFile>,
@@ -438,6 +440,7 @@ fn resolve_fault(
         "expire-between-round-trips" => {
             src.not_for(&f.stall_ms, "stall_ms", "expire-between-round-trips fault", GAP_TAKES)?;
             reject_pressure_fields(f, "expire-between-round-trips fault", GAP_TAKES, src)?;
+            reject_command_fields(f, "expire-between-round-trips fault", GAP_TAKES, src)?;
             Ok(Fault::ExpireBetweenRoundTrips(resolve_gap(
                 f,
                 limit,
@@ -447,6 +450,7 @@ fn resolve_fault(
         }
         "stall-between-round-trips" => {
             reject_pressure_fields(f, "stall-between-round-trips fault", STALL_TAKES, src)?;
+            reject_command_fields(f, "stall-between-round-trips fault", STALL_TAKES, src)?;
             let stall = f.stall_ms.as_ref().ok_or_else(|| {
                 src.error(&f.kind, "a stall-between-round-trips fault needs `stall_ms`")
                     .with_help("e.g. `stall_ms = 1000` (as long as the window lets the key expire)")
@@ -462,13 +466,100 @@ fn resolve_fault(
         "client-dies-between-round-trips" => {
             src.not_for(&f.stall_ms, "stall_ms", "client-dies-between-round-trips fault", GAP_TAKES)?;
             reject_pressure_fields(f, "client-dies-between-round-trips fault", GAP_TAKES, src)?;
+            reject_command_fields(f, "client-dies-between-round-trips fault", GAP_TAKES, src)?;
             Ok(Fault::ClientDiesBetweenRoundTrips(resolve_gap(f, limit, GapFaultAction::ClientDies, src)?))
         }
         "memory-pressure" => resolve_pressure(f, phases, has_cache_server, src).map(Fault::MemoryPressure),
+        kind @ ("delay-reply" | "drop-reply" | "inject-error" | "reset-connection") => {
+            resolve_command_fault(f, kind, limit, src).map(Fault::OnCommand)
+        }
         other => Err(src
             .error(&f.kind, format!("unknown fault kind `{other}`"))
-            .with_help("one of: expire-between-round-trips, stall-between-round-trips, client-dies-between-round-trips, memory-pressure")),
+            .with_help("one of: expire-between-round-trips, stall-between-round-trips, client-dies-between-round-trips, delay-reply, drop-reply, inject-error, reset-connection, memory-pressure")),
     }
+}
+
+/// The fields only faults on a command's reply take.
+fn reject_command_fields(f: &FaultFile, kind: &str, takes: &str, src: &Source<'_>) -> Result<(), ScenarioError> {
+    src.not_for(&f.command, "command", kind, takes)?;
+    src.not_for(&f.delay_ms, "delay_ms", kind, takes)?;
+    src.not_for(&f.error, "error", kind, takes)
+}
+
+fn resolve_command_fault(
+    f: &FaultFile,
+    kind: &str,
+    limit: &Limit,
+    src: &Source<'_>,
+) -> Result<CommandFault, ScenarioError> {
+    let what = format!("{kind} fault");
+    reject_pressure_fields(f, &what, COMMAND_TAKES, src)?;
+    src.not_for(&f.stall_ms, "stall_ms", &what, COMMAND_TAKES)?;
+    if let Some(b) = &f.before_command {
+        return Err(src
+            .error(b, format!("a {kind} fault acts on a command, not before one"))
+            .with_help("write `command = \"INCR\"` (the command whose reply it acts on)"));
+    }
+    if kind != "delay-reply" {
+        src.not_for(&f.delay_ms, "delay_ms", &what, COMMAND_TAKES)?;
+    }
+    if kind != "inject-error" {
+        src.not_for(&f.error, "error", &what, COMMAND_TAKES)?;
+    }
+    let action = match kind {
+        "delay-reply" => {
+            let delay = f.delay_ms.as_ref().ok_or_else(|| {
+                src.error(&f.kind, "a delay-reply fault needs `delay_ms`")
+                    .with_help("e.g. `delay_ms = 300`")
+            })?;
+            CommandFaultAction::DelayReply {
+                delay_ms: src.in_range(delay, "delay_ms", 1..=600_000)?,
+            }
+        }
+        "drop-reply" => CommandFaultAction::DropReply,
+        "reset-connection" => CommandFaultAction::ResetConnection,
+        _ => {
+            let known = INJECTABLE_ERRORS.map(|(k, _)| k).join(", ");
+            let error = f.error.as_ref().ok_or_else(|| {
+                src.error(&f.kind, "an inject-error fault needs `error`")
+                    .with_help(format!("one of: {known}"))
+            })?;
+            let name = error.get_ref().to_uppercase();
+            let Some((_, text)) = INJECTABLE_ERRORS.iter().find(|(k, _)| *k == name) else {
+                return Err(src
+                    .error(error, format!("unknown error `{}`", error.get_ref()))
+                    .with_help(format!("one of: {known}")));
+            };
+            CommandFaultAction::InjectError {
+                error: (*text).to_owned(),
+            }
+        }
+    };
+    // The matching fields are the gap rule's, with `command` in place of `before_command`.
+    let as_gap = FaultFile {
+        kind: f.kind.clone(),
+        identity: f.identity.clone(),
+        request: f.request.clone(),
+        before_command: f.command.clone(),
+        command: None,
+        times: f.times.clone(),
+        stall_ms: None,
+        delay_ms: None,
+        error: None,
+        phase: None,
+        value_bytes: None,
+        ttl_s: None,
+        writes_per_request: None,
+        target: None,
+    };
+    let gap = resolve_gap(&as_gap, limit, GapFaultAction::ClientDies, src)?;
+    Ok(CommandFault {
+        identity: gap.identity,
+        from_request: gap.from_request,
+        commands: gap.before_commands,
+        times: gap.times,
+        action,
+    })
 }
 
 fn reject_pressure_fields(f: &FaultFile, kind: &str, takes: &str, src: &Source<'_>) -> Result<(), ScenarioError> {
@@ -539,6 +630,7 @@ fn resolve_pressure(
     src.not_for(&f.before_command, "before_command", kind, PRESSURE_TAKES)?;
     src.not_for(&f.times, "times", kind, PRESSURE_TAKES)?;
     src.not_for(&f.stall_ms, "stall_ms", kind, PRESSURE_TAKES)?;
+    reject_command_fields(f, kind, PRESSURE_TAKES, src)?;
     let phase = f.phase.as_ref().ok_or_else(|| {
         src.error(
             &f.kind,

@@ -8,14 +8,14 @@ use crate::limiter::Wire;
 
 #[derive(Debug)]
 pub struct LuaScript {
-    source: &'static str,
+    source: String,
     script: Script,
 }
 
 impl LuaScript {
-    pub fn new(source: &'static str) -> Self {
+    pub fn new(source: &str) -> Self {
         Self {
-            source,
+            source: source.to_owned(),
             script: Script::new(source),
         }
     }
@@ -23,7 +23,7 @@ impl LuaScript {
     pub async fn load(&self, conn: &mut MultiplexedConnection) -> RedisResult<()> {
         let _sha: String = redis::cmd("SCRIPT")
             .arg("LOAD")
-            .arg(self.source)
+            .arg(&self.source)
             .query_async(conn)
             .await?;
         Ok(())
@@ -40,7 +40,7 @@ impl LuaScript {
         evalsha.arg(self.script.get_hash()).arg(keys.len()).arg(keys).arg(args);
         match wire.cmd(&evalsha).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                let _: String = wire.cmd(redis::cmd("SCRIPT").arg("LOAD").arg(self.source)).await?;
+                let _: String = wire.cmd(redis::cmd("SCRIPT").arg("LOAD").arg(&self.source)).await?;
                 wire.cmd(&evalsha).await
             }
             other => other,

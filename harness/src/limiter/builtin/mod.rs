@@ -5,7 +5,7 @@ mod exists_then_incr;
 mod gcra_lua;
 mod get_then_incr;
 mod incr_then_expire;
-mod lua;
+pub(crate) mod lua;
 mod lua_fixed_window;
 mod lua_incr_expire_if_first;
 mod multi_incr_expire_nx;

@@ -1,0 +1,430 @@
+//! `lua:PATH`: the team's own Lua script, loaded with SCRIPT LOAD and called with EVALSHA
+//! the way client libraries do (so a SCRIPT FLUSH or a failover later has something to
+//! break). How it is called and how its reply maps to a decision follow the harness's
+//! convention unless a sidecar file (`PATH` with `.toml` for `.lua`) says otherwise:
+//!
+//! ```toml
+//! keys = ["{key}"]                 # KEYS, in order
+//! args = ["0", "{window_ms}"]      # ARGV, in order
+//! algorithm = "fixed-window"       # what the checkers expect of it
+//! [result]
+//! count_index = 1                  # 1-based element of an array reply holding the count (0: the reply itself)
+//! # allowed_index = 1              # or: the element that says admitted…
+//! # allowed_value = 1              # …when it equals this (default 1)
+//! ```
+//!
+//! Placeholders: `{key}` `{identity}` `{requests_max}` `{window_ms}` `{window_s}` `{cost}`
+//! `{now_ms}` `{now_s}` `{now_us}` `{request_id}`. Without a sidecar: KEYS = [key], ARGV =
+//! [requests_max, window_ms, cost, now_ms]; a reply `{allowed, count}` (allowed 1/0) or a
+//! bare integer count (admitted while count ≤ requests_max).
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use redis::aio::MultiplexedConnection;
+use redis::{ErrorKind, RedisError, RedisResult, Value};
+use serde::Deserialize;
+
+use super::builtin::lua::LuaScript;
+use super::{Algorithm, Decision, Limiter, Wire};
+use crate::error::SetupError;
+use crate::scenario::Limit;
+
+const PLACEHOLDERS: [&str; 10] = [
+    "key",
+    "identity",
+    "requests_max",
+    "window_ms",
+    "window_s",
+    "cost",
+    "now_ms",
+    "now_s",
+    "now_us",
+    "request_id",
+];
+
+/// How the harness calls the script and reads its reply.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptConvention {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default = "default_keys")]
+    pub keys: Vec<String>,
+    #[serde(default = "default_args")]
+    pub args: Vec<String>,
+    #[serde(default = "default_algorithm")]
+    pub algorithm: Algorithm,
+    #[serde(default)]
+    pub result: ResultMapping,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultMapping {
+    /// 1-based index of the count in an array reply; 0 when the reply itself is the count.
+    pub count_index: Option<usize>,
+    /// 1-based index of the admitted flag in an array reply; 0 when the reply itself is it.
+    pub allowed_index: Option<usize>,
+    /// The value of the flag that means admitted (default 1).
+    pub allowed_value: Option<i64>,
+}
+
+fn default_keys() -> Vec<String> {
+    vec!["{key}".into()]
+}
+
+fn default_args() -> Vec<String> {
+    ["{requests_max}", "{window_ms}", "{cost}", "{now_ms}"]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+fn default_algorithm() -> Algorithm {
+    Algorithm::FixedWindow
+}
+
+impl Default for ScriptConvention {
+    fn default() -> Self {
+        Self {
+            name: None,
+            keys: default_keys(),
+            args: default_args(),
+            algorithm: default_algorithm(),
+            result: ResultMapping::default(),
+        }
+    }
+}
+
+impl ScriptConvention {
+    fn validate(&self) -> Result<(), String> {
+        for template in self.keys.iter().chain(&self.args) {
+            let mut rest = template.as_str();
+            while let Some(open) = rest.find('{') {
+                let Some(close) = rest[open..].find('}') else {
+                    return Err(format!("`{template}`: a `{{` without its `}}`"));
+                };
+                let name = &rest[open + 1..open + close];
+                if !PLACEHOLDERS.contains(&name) {
+                    return Err(format!(
+                        "`{template}`: unknown placeholder {{{name}}}; known: {}",
+                        PLACEHOLDERS.map(|p| format!("{{{p}}}")).join(" ")
+                    ));
+                }
+                rest = &rest[open + close + 1..];
+            }
+        }
+        if self.result.allowed_index.is_none()
+            && self.result.count_index.is_none()
+            && self.result.allowed_value.is_some()
+        {
+            return Err("[result] allowed_value needs allowed_index".into());
+        }
+        Ok(())
+    }
+}
+
+/// A Lua script from a file.
+#[derive(Debug)]
+pub struct ScriptLimiter {
+    name: String,
+    path: PathBuf,
+    convention: ScriptConvention,
+    commands: String,
+    script: LuaScript,
+}
+
+impl ScriptLimiter {
+    /// `lua:PATH`: read the script and its sidecar convention, if any.
+    pub fn load(spec: &str) -> Result<Self, SetupError> {
+        let path = PathBuf::from(spec.strip_prefix("lua:").unwrap_or(spec));
+        let source = std::fs::read_to_string(&path).map_err(|e| SetupError::io("cannot read Lua script", &path, e))?;
+        let sidecar = path.with_extension("toml");
+        let convention = if sidecar.is_file() && sidecar != path {
+            let text = std::fs::read_to_string(&sidecar)
+                .map_err(|e| SetupError::io("cannot read Lua convention", &sidecar, e))?;
+            parse_convention(&sidecar, &text)?
+        } else {
+            ScriptConvention::default()
+        };
+        let name = format!("lua:{}", path.display());
+        let commands = format!(
+            "EVALSHA <sha of {}> {} {} {}   (one round trip; SCRIPT LOAD + retry after NOSCRIPT)\n\
+             result: {}{}",
+            path.display(),
+            convention.keys.len(),
+            convention.keys.join(" "),
+            convention.args.join(" "),
+            describe_result(&convention.result),
+            convention
+                .name
+                .as_ref()
+                .map(|n| format!("\nconvention: {n} (from {})", sidecar.display()))
+                .unwrap_or_default()
+        );
+        Ok(Self {
+            name,
+            path,
+            script: LuaScript::new(&source),
+            convention,
+            commands,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Parse a sidecar convention; errors name file:line:column.
+pub fn parse_convention(path: &Path, text: &str) -> Result<ScriptConvention, SetupError> {
+    let convention: ScriptConvention = toml::from_str(text).map_err(|e| {
+        let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
+        SetupError::Usage(format!(
+            "{}:{line}:{column}: {}\n  help: see the convention fields at the top of docs/limiters.md",
+            path.display(),
+            e.message()
+        ))
+    })?;
+    convention
+        .validate()
+        .map_err(|e| SetupError::Usage(format!("{}: {e}", path.display())))?;
+    Ok(convention)
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+fn describe_result(r: &ResultMapping) -> String {
+    match (r.allowed_index, r.count_index) {
+        (Some(a), count) => format!(
+            "admitted when {} == {}{}",
+            element(a),
+            r.allowed_value.unwrap_or(1),
+            count.map(|c| format!("; count = {}", element(c))).unwrap_or_default()
+        ),
+        (None, Some(c)) => format!("count = {}; admitted while count <= requests_max", element(c)),
+        (None, None) => "{allowed, count} (allowed 1/0), or an integer count admitted while <= requests_max".into(),
+    }
+}
+
+fn element(index: usize) -> String {
+    if index == 0 {
+        "the reply".into()
+    } else {
+        format!("reply[{index}]")
+    }
+}
+
+fn expand(template: &str, key: &str, identity: u32, request_id: u64, limit: &Limit) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut out = template.to_owned();
+    for (name, value) in [
+        ("key", key.to_owned()),
+        ("identity", identity.to_string()),
+        ("requests_max", limit.requests_max.to_string()),
+        ("window_ms", limit.window_ms.to_string()),
+        ("window_s", limit.window_ms.div_ceil(1000).to_string()),
+        ("cost", "1".to_owned()),
+        ("now_ms", now.as_millis().to_string()),
+        ("now_s", now.as_secs().to_string()),
+        ("now_us", now.as_micros().to_string()),
+        ("request_id", request_id.to_string()),
+    ] {
+        let placeholder = format!("{{{name}}}");
+        if out.contains(&placeholder) {
+            out = out.replace(&placeholder, &value);
+        }
+    }
+    out
+}
+
+/// Map a script's reply to a decision by the convention.
+pub fn decide(reply: &Value, mapping: &ResultMapping, limit: &Limit) -> Result<Decision, String> {
+    let pick = |index: usize| -> Result<&Value, String> {
+        if index == 0 {
+            return Ok(reply);
+        }
+        match reply {
+            Value::Array(items) => items
+                .get(index - 1)
+                .ok_or_else(|| format!("the reply has {} element(s), no element {index}", items.len())),
+            other => Err(format!("expected an array reply, got {other:?}")),
+        }
+    };
+    let count = match mapping.count_index {
+        Some(i) => Some(integer(pick(i)?)?),
+        None => None,
+    };
+    match (mapping.allowed_index, count) {
+        (Some(i), count) => {
+            let flag = integer(pick(i)?)?;
+            Ok(Decision {
+                allowed: flag == mapping.allowed_value.unwrap_or(1),
+                count,
+            })
+        }
+        (None, Some(count)) => Ok(Decision {
+            allowed: count <= limit.requests_max as i64,
+            count: Some(count),
+        }),
+        (None, None) => match reply {
+            Value::Array(items) if !items.is_empty() => Ok(Decision {
+                allowed: integer(&items[0])? == 1,
+                count: items.get(1).map(integer).transpose()?,
+            }),
+            other => {
+                let count = integer(other)?;
+                Ok(Decision {
+                    allowed: count <= limit.requests_max as i64,
+                    count: Some(count),
+                })
+            }
+        },
+    }
+}
+
+fn integer(v: &Value) -> Result<i64, String> {
+    match v {
+        Value::Int(n) => Ok(*n),
+        Value::Boolean(b) => Ok(i64::from(*b)),
+        Value::Nil => Ok(0),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .map(|f| f as i64)
+            .ok_or_else(|| format!("expected a number, got {:?}", String::from_utf8_lossy(bytes))),
+        Value::SimpleString(s) => s
+            .trim()
+            .parse::<f64>()
+            .map(|f| f as i64)
+            .map_err(|_| format!("expected a number, got {s:?}")),
+        other => Err(format!("expected a number, got {other:?}")),
+    }
+}
+
+#[async_trait]
+impl Limiter for ScriptLimiter {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn commands(&self) -> &str {
+        &self.commands
+    }
+
+    fn round_trips_max(&self) -> u32 {
+        1
+    }
+
+    fn algorithm(&self) -> Algorithm {
+        self.convention.algorithm
+    }
+
+    async fn prepare(&self, conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
+        self.script.load(conn).await
+    }
+
+    async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {
+        let req = wire.request().clone();
+        let keys: Vec<String> = self
+            .convention
+            .keys
+            .iter()
+            .map(|t| expand(t, key, req.identity, req.id, limit))
+            .collect();
+        let args: Vec<String> = self
+            .convention
+            .args
+            .iter()
+            .map(|t| expand(t, key, req.identity, req.id, limit))
+            .collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let reply: Value = self.script.eval(wire, &keys, args).await?;
+        decide(&reply, &self.convention.result, limit).map_err(|e| {
+            RedisError::from((
+                ErrorKind::Client,
+                "the script's reply does not fit its convention",
+                format!("{e} (script {})", self.path.display()),
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit() -> Limit {
+        Limit {
+            requests_max: 5,
+            window_ms: 1000,
+            identities: 1,
+            key_prefix: "rl:".into(),
+        }
+    }
+
+    #[test]
+    fn default_convention_reads_pairs_and_bare_counts() {
+        let m = ResultMapping::default();
+        let pair = Value::Array(vec![Value::Int(0), Value::Int(6)]);
+        assert_eq!(
+            decide(&pair, &m, &limit()).unwrap(),
+            Decision {
+                allowed: false,
+                count: Some(6)
+            }
+        );
+        assert!(decide(&Value::Int(5), &m, &limit()).unwrap().allowed);
+        assert!(!decide(&Value::Int(6), &m, &limit()).unwrap().allowed);
+        assert!(decide(&Value::SimpleString("OK".into()), &m, &limit()).is_err());
+    }
+
+    #[test]
+    fn configured_indices_pick_elements() {
+        let m = ResultMapping {
+            count_index: Some(1),
+            allowed_index: None,
+            allowed_value: None,
+        };
+        let reply = Value::Array(vec![Value::Int(7), Value::Int(900)]);
+        assert_eq!(decide(&reply, &m, &limit()).unwrap().count, Some(7));
+        assert!(!decide(&reply, &m, &limit()).unwrap().allowed);
+        let cell = ResultMapping {
+            count_index: None,
+            allowed_index: Some(1),
+            allowed_value: Some(0),
+        };
+        assert!(
+            decide(&Value::Array(vec![Value::Int(0), Value::Int(3)]), &cell, &limit())
+                .unwrap()
+                .allowed
+        );
+        assert!(decide(&Value::Array(vec![]), &cell, &limit()).is_err());
+    }
+
+    #[test]
+    fn sidecar_errors_name_line_and_column() {
+        let err = parse_convention(Path::new("x.toml"), "keys = [\"{key}\"]\nargz = []\n").unwrap_err();
+        assert!(err.to_string().starts_with("x.toml:2:1:"), "{err}");
+        let err = parse_convention(Path::new("x.toml"), "args = [\"{windw_ms}\"]\n").unwrap_err();
+        assert!(err.to_string().contains("unknown placeholder {windw_ms}"), "{err}");
+        let ok = parse_convention(
+            Path::new("x.toml"),
+            "args = [\"0\", \"{window_ms}\"]\n[result]\ncount_index = 1\n",
+        );
+        assert_eq!(ok.unwrap().args, vec!["0", "{window_ms}"]);
+    }
+
+    #[test]
+    fn placeholders_expand() {
+        let out = expand("{key}/{requests_max}/{window_s}/{request_id}", "rl:3", 3, 42, &limit());
+        assert_eq!(out, "rl:3/5/1/42");
+    }
+}

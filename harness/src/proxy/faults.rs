@@ -1,0 +1,174 @@
+//! The proxy's hook for a run: the nemesis's rules, at command boundaries, for requests
+//! found through [`InFlight`]; every round trip goes into the history as a wire record.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{Action, Command, InFlight, ProxyHook};
+use crate::clock::RunClock;
+use crate::history::{Event, Recorder};
+use crate::limiter::TripSummary;
+use crate::nemesis::{GapHook, Nemesis};
+use crate::scenario::CommandFaultAction;
+
+pub struct NemesisHook {
+    pub nemesis: Arc<Nemesis>,
+    pub inflight: Arc<InFlight>,
+    pub recorder: Recorder,
+    pub clock: RunClock,
+}
+
+pub(super) fn summary(commands: &[Command]) -> TripSummary {
+    let mut s = TripSummary::default();
+    for c in commands {
+        s.commands.push(c.name_upper());
+        for key in c.keys() {
+            let key = String::from_utf8_lossy(key).into_owned();
+            if !s.keys.contains(&key) {
+                s.keys.push(key);
+            }
+        }
+    }
+    s
+}
+
+/// A fault on a command queued inside MULTI … EXEC acts as a real server would on the
+/// transaction: an error at queue time aborts it (the server answers `+OK`, the error,
+/// `+QUEUED`…, then `-EXECABORT`, and runs none of it: nothing is forwarded); a lost or
+/// late reply is the EXEC's, whose reply carries the outcome.
+fn fit_transactions(trip: &[Command], actions: &mut [Action]) {
+    let Some(struck) = actions.iter().position(|a| *a != Action::Forward) else {
+        return;
+    };
+    let Some(multi) = trip[..struck].iter().rposition(|c| c.is("MULTI")) else {
+        return;
+    };
+    let Some(exec) = trip[struck..].iter().position(|c| c.is("EXEC")).map(|e| struck + e) else {
+        return;
+    };
+    if trip[multi..struck].iter().any(|c| c.is("EXEC")) {
+        return;
+    }
+    match actions[struck].clone() {
+        Action::Inject(error) => {
+            for (i, action) in actions.iter_mut().enumerate().take(exec + 1).skip(multi) {
+                *action = Action::Inject(if i == multi {
+                    b"+OK\r\n".to_vec()
+                } else if i == struck {
+                    error.clone()
+                } else if i == exec {
+                    resp::error_reply("EXECABORT Transaction discarded because of previous errors.")
+                } else {
+                    b"+QUEUED\r\n".to_vec()
+                });
+            }
+        }
+        moved @ (Action::DropReply | Action::DelayReply(_)) => {
+            actions[struck] = Action::Forward;
+            actions[exec] = moved;
+        }
+        Action::Forward | Action::Reset => {}
+    }
+}
+
+#[async_trait]
+impl ProxyHook for NemesisHook {
+    async fn before_forward(&self, conn: u64, trip: &[Command]) -> Vec<Action> {
+        let mut actions = vec![Action::Forward; trip.len()];
+        let whole = summary(trip);
+        let identity = whole.keys.iter().find_map(|k| self.inflight.identity_of(k.as_bytes()));
+        let found = identity.and_then(|id| self.inflight.trip(id, &whole.label()));
+        self.recorder.record(Event::Wire {
+            t_us: self.clock.now_us(),
+            conn,
+            request: found.as_ref().map(|(ctx, _)| ctx.id),
+            commands: trip.iter().map(Command::display).collect(),
+        });
+        let Some((ctx, number)) = found else {
+            return actions;
+        };
+        if number > 1 {
+            let outcome = self.nemesis.before_trip(&ctx, number, &whole).await;
+            if let Some(hold) = outcome.hold {
+                self.inflight.hold(&ctx, hold);
+            }
+            if outcome.client_dies.is_some() {
+                return vec![Action::Reset; trip.len()];
+            }
+        }
+        for (command, action) in trip.iter().zip(actions.iter_mut()) {
+            let one = summary(std::slice::from_ref(command));
+            if let Some(fault) = self.nemesis.on_command(&ctx, number, &one) {
+                *action = match fault {
+                    CommandFaultAction::DelayReply { delay_ms } => Action::DelayReply(Duration::from_millis(delay_ms)),
+                    CommandFaultAction::DropReply => Action::DropReply,
+                    CommandFaultAction::InjectError { error } => Action::Inject(resp::error_reply(&error)),
+                    CommandFaultAction::ResetConnection => Action::Reset,
+                };
+                break;
+            }
+        }
+        fit_transactions(trip, &mut actions);
+        actions
+    }
+
+    fn connection_problem(&self, conn: u64, detail: String) {
+        self.recorder.record(Event::Problem {
+            t_us: self.clock.now_us(),
+            source: "fault-proxy".into(),
+            detail: format!("connection {conn}: {detail}"),
+            fatal: false,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trip(commands: &[&str]) -> Vec<Command> {
+        commands.iter().map(|c| Command::new(c.split(' '))).collect()
+    }
+
+    #[test]
+    fn an_error_inside_a_transaction_aborts_it_like_the_server() {
+        let t = trip(&["MULTI", "INCR rl:0", "PEXPIRE rl:0 510 NX", "EXEC"]);
+        let oom = resp::error_reply("OOM no");
+        let mut actions = vec![
+            Action::Forward,
+            Action::Inject(oom.clone()),
+            Action::Forward,
+            Action::Forward,
+        ];
+        fit_transactions(&t, &mut actions);
+        assert_eq!(
+            actions,
+            vec![
+                Action::Inject(b"+OK\r\n".to_vec()),
+                Action::Inject(oom),
+                Action::Inject(b"+QUEUED\r\n".to_vec()),
+                Action::Inject(resp::error_reply(
+                    "EXECABORT Transaction discarded because of previous errors."
+                )),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lost_reply_inside_a_transaction_is_the_execs() {
+        let t = trip(&["MULTI", "INCR rl:0", "EXEC"]);
+        let mut actions = vec![Action::Forward, Action::DropReply, Action::Forward];
+        fit_transactions(&t, &mut actions);
+        assert_eq!(actions, vec![Action::Forward, Action::Forward, Action::DropReply]);
+        let plain = trip(&["INCR rl:0", "PEXPIRE rl:0 5"]);
+        let mut actions = vec![Action::DropReply, Action::Forward];
+        fit_transactions(&plain, &mut actions);
+        assert_eq!(
+            actions,
+            vec![Action::DropReply, Action::Forward],
+            "no transaction: unchanged"
+        );
+    }
+}

@@ -1,0 +1,180 @@
+//! The fault proxy: a Redis-protocol-aware TCP proxy between any client and the server.
+//!
+//! It parses the client's commands (RESP2/RESP3 arrays or inline, pipelines, MULTI/EXEC,
+//! EVALSHA) and the server's replies (including RESP3 pushes), and for every round trip —
+//! the commands a client sent together — asks its [`ProxyHook`] what to do: forward,
+//! hold the reply, drop the reply and close, answer with an injected error, or reset the
+//! connection. The hook of a run is [`faults::NemesisHook`]: the same [`crate::nemesis`]
+//! rules the built-in limiters' [`crate::limiter::Wire`] consults, applied at command
+//! boundaries for clients the harness does not control. A malformed command or reply
+//! closes that one connection with a reason; the proxy and the run go on.
+
+mod conn;
+mod faults;
+mod inflight;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use faults::NemesisHook;
+pub use inflight::InFlight;
+pub use resp::Command;
+
+/// What the proxy does with one command of a round trip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Forward,
+    /// Forward, then hold the reply this long.
+    DelayReply(Duration),
+    /// Forward (the command executes), drop the reply and close the connection.
+    DropReply,
+    /// Do not forward; answer with these bytes (an error reply).
+    Inject(Vec<u8>),
+    /// Close the connection instead of forwarding.
+    Reset,
+}
+
+/// Decides, per round trip, what the proxy does with each command.
+#[async_trait]
+pub trait ProxyHook: Send + Sync {
+    /// Called with the commands one client sent together, before any is forwarded; may
+    /// take its time (a stall, a forced expiry). Returns one action per command.
+    async fn before_forward(&self, conn: u64, trip: &[Command]) -> Vec<Action>;
+    /// A connection was closed because of a protocol problem (logged in the history).
+    fn connection_problem(&self, _conn: u64, _detail: String) {}
+}
+
+/// Forwards everything (the benchmark's baseline for the proxy's own cost).
+#[derive(Debug)]
+pub struct PassThrough;
+
+#[async_trait]
+impl ProxyHook for PassThrough {
+    async fn before_forward(&self, _conn: u64, trip: &[Command]) -> Vec<Action> {
+        vec![Action::Forward; trip.len()]
+    }
+}
+
+/// A running proxy; stopped (every connection closed) by [`Proxy::stop`] or on drop.
+pub struct Proxy {
+    addr: SocketAddr,
+    upstream_url: String,
+    stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+    connections: Arc<AtomicU64>,
+}
+
+impl Proxy {
+    /// Listen on 127.0.0.1 (a free port) in front of the server at `upstream_url`.
+    pub async fn start(upstream_url: &str, hook: Arc<dyn ProxyHook>) -> std::io::Result<Self> {
+        let upstream = host_port(upstream_url).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("the fault proxy needs a redis://HOST:PORT server, not `{upstream_url}`"),
+            )
+        })?;
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let stop = CancellationToken::new();
+        let connections = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn({
+            let (stop, connections) = (stop.clone(), Arc::clone(&connections));
+            async move {
+                let mut live = JoinSet::new();
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        accepted = listener.accept() => {
+                            let Ok((client, _)) = accepted else { continue };
+                            let id = connections.fetch_add(1, Ordering::Relaxed) + 1;
+                            live.spawn(conn::serve(client, upstream.clone(), Arc::clone(&hook), id, stop.clone()));
+                        }
+                        Some(_) = live.join_next(), if !live.is_empty() => {}
+                    }
+                }
+                live.shutdown().await;
+            }
+        });
+        Ok(Self {
+            addr,
+            upstream_url: upstream_url.to_owned(),
+            stop,
+            task: Some(task),
+            connections,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server's URL with the proxy's address in place of the server's.
+    pub fn url(&self) -> String {
+        replace_host_port(&self.upstream_url, &self.addr.to_string())
+    }
+
+    /// Client connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// `redis://[user:pass@]HOST:PORT[/db]` → `HOST:PORT`.
+fn host_port(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("redis://")?;
+    let authority = rest.split('/').next()?;
+    let host_port = authority.rsplit('@').next()?;
+    host_port.contains(':').then(|| host_port.to_owned())
+}
+
+fn replace_host_port(url: &str, with: &str) -> String {
+    let Some(rest) = url.strip_prefix("redis://") else {
+        return format!("redis://{with}");
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let credentials = authority
+        .rsplit_once('@')
+        .map(|(c, _)| format!("{c}@"))
+        .unwrap_or_default();
+    format!("redis://{credentials}{with}{path}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_keep_credentials_and_database() {
+        assert_eq!(host_port("redis://127.0.0.1:6379").as_deref(), Some("127.0.0.1:6379"));
+        assert_eq!(
+            host_port("redis://u:p@10.0.0.1:7000/3").as_deref(),
+            Some("10.0.0.1:7000")
+        );
+        assert_eq!(host_port("unix:///tmp/x.sock"), None);
+        assert_eq!(
+            replace_host_port("redis://u:p@10.0.0.1:7000/3", "127.0.0.1:5"),
+            "redis://u:p@127.0.0.1:5/3"
+        );
+        assert_eq!(replace_host_port("redis://h:1", "127.0.0.1:5"), "redis://127.0.0.1:5");
+    }
+}
