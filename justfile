@@ -32,13 +32,17 @@ matrix *flags: build
     {{harness}} matrix {{flags}}
 
 # Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed).
-test:
+test: test-deps
     cargo build --workspace --all-targets
     cargo test --workspace
 
+# What the tests need beyond Rust: redis-py for the Python exec-adapter examples.
+test-deps:
+    @python3 -c "import redis" 2>/dev/null || python3 -m pip install --quiet redis || python3 -m pip install --quiet --break-system-packages redis
+
 # After a deliberate change: rewrite the reviewed snapshots and MATRIX.md, then review `git diff reports/`.
 snapshots: build
-    {{harness}} matrix --no-progress > /dev/null
+    -{{harness}} matrix --no-progress > /dev/null
     INSTA_UPDATE=always cargo test -p limiter-harness-tests --test snapshots
     git diff --stat reports/
 
@@ -61,6 +65,11 @@ determinism n="2":
 # The request driver against redis-benchmark -t incr on the same server, same connections: both figures and the ratio.
 bench *flags: build
     {{harness}} bench {{flags}}
+
+# The fault proxy's cost: redis-benchmark -t set,get,incr -c 50 directly and through the proxy, then -c 1 for the added latency.
+bench-proxy: build
+    {{harness}} bench --proxy -c 50 -n 200000 --rounds 3
+    {{harness}} bench --proxy -c 1 -n 20000 --rounds 3
 
 # Formatting and lints, as CI checks them.
 lint:

@@ -7,9 +7,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use limiter_harness::SetupError;
 use limiter_harness::backend::{Backend, BackendOptions, ContainerBackend, ProcessBackend, ServerHandle};
 use limiter_harness::history::ServerRole;
-use limiter_harness::limiter::builtin;
+use limiter_harness::limiter::{builtin, resolve};
 use limiter_harness::report::Report;
 use limiter_harness::runner::{self, RunConfig};
 use limiter_harness::scenario::{Scenario, load_scenario};
@@ -84,20 +85,39 @@ pub fn scenario_path(name: &str) -> PathBuf {
         .join(format!("{name}.toml"))
 }
 
+/// A file under `examples/`.
+pub fn example(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(relative)
+}
+
 /// Run `scenario` against built-in `limiter` on a fresh server of `kind`; the report
 /// lands in a temp dir (returned so the history can be read).
 pub async fn run(scenario: Scenario, limiter: &str, kind: Kind) -> Option<(Report, tempfile::TempDir)> {
+    assert!(builtin(limiter).is_some(), "`{limiter}` is a built-in");
+    run_spec(scenario, limiter, kind, false).await
+}
+
+/// Run `scenario` against any `--limiter` spec (built-in, `lua:PATH`, `exec:COMMAND`),
+/// through the fault proxy when `via_proxy`.
+pub async fn run_spec(
+    scenario: Scenario,
+    spec: &str,
+    kind: Kind,
+    via_proxy: bool,
+) -> Option<(Report, tempfile::TempDir)> {
     let backend = backend(kind).await?;
     let dir = tempfile::tempdir().expect("temp dir");
     let seed = scenario.seed.unwrap_or(1);
     let outcome = runner::run(RunConfig {
         scenario,
-        limiter: builtin(limiter).expect("built-in limiter"),
+        limiter: resolve(spec).expect("the limiter resolves"),
         backend,
         seed,
         report_dir: dir.path().to_owned(),
         allow_reconfigure: false,
-        via_proxy: false,
+        via_proxy,
         show_progress: false,
         reproduce: String::from("(test)"),
     })
@@ -109,4 +129,24 @@ pub async fn run(scenario: Scenario, limiter: &str, kind: Kind) -> Option<(Repor
         outcome.leftovers
     );
     Some((outcome.report, dir))
+}
+
+/// Like [`run_spec`] on a process server, returning the setup error instead of panicking.
+pub async fn try_run_spec(scenario: Scenario, spec: &str, kind: Kind) -> Result<Report, SetupError> {
+    let backend = backend(kind).await.expect("a backend");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let seed = scenario.seed.unwrap_or(1);
+    runner::run(RunConfig {
+        scenario,
+        limiter: resolve(spec)?,
+        backend,
+        seed,
+        report_dir: dir.path().to_owned(),
+        allow_reconfigure: false,
+        via_proxy: false,
+        show_progress: false,
+        reproduce: String::from("(test)"),
+    })
+    .await
+    .map(|o| o.report)
 }

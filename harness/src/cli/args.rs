@@ -29,7 +29,8 @@ pub enum Command {
     Clean(CleanArgs),
     /// Build the Redis image from the local redis-server binary (runs do this on demand).
     Image(ImageArgs),
-    /// Measure the request driver against `redis-benchmark -t incr` on the same server.
+    /// Measure the request driver against `redis-benchmark -t incr` on the same server
+    /// (`--proxy`: the fault proxy's cost, direct versus proxied).
     Bench(BenchArgs),
 }
 
@@ -129,4 +130,14 @@ pub struct BenchArgs {
     pub requests: u64,
     #[arg(long, default_value = "redis-server")]
     pub redis_server: PathBuf,
+    /// Measure the fault proxy instead: redis-benchmark -t set,get,incr directly and through
+    /// the proxy (no fault rules), alternating.
+    #[arg(long)]
+    pub proxy: bool,
+    /// With --proxy: rounds per side (figures are medians).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// With --proxy: commands each client pipelines (redis-benchmark -P).
+    #[arg(long, default_value_t = 1)]
+    pub pipeline: u32,
 }

@@ -15,6 +15,9 @@ use crate::runner::{self, RunConfig};
 use crate::scenario::parse_scenario;
 
 pub async fn bench(args: BenchArgs) -> Result<ExitCode, SetupError> {
+    if args.proxy {
+        return super::proxy_bench::bench_proxy(&args).await;
+    }
     let limiter = builtin(&args.limiter).ok_or_else(|| SetupError::UnknownLimiter {
         name: args.limiter.clone(),
         known: BUILTIN_NAMES.join(", "),

@@ -6,6 +6,7 @@ mod args;
 mod bench;
 mod commands;
 mod exit;
+mod proxy_bench;
 
 pub use args::{BackendArgs, Cli, Command, MatrixArgs, RunArgs};
 pub use exit::ExitCode;

@@ -68,13 +68,11 @@ async fn commands(
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut passthrough = false;
     loop {
-        let start = buf.len();
-        buf.resize(start + READ_CHUNK, 0);
-        let n = match client.read(&mut buf[start..]).await {
+        buf.reserve(READ_CHUNK);
+        match client.read_buf(&mut buf).await {
             Ok(0) | Err(_) => return None,
-            Ok(n) => n,
-        };
-        buf.truncate(start + n);
+            Ok(_) => {}
+        }
         if passthrough {
             if server.write_all(&buf).await.is_err() {
                 return None;
@@ -182,11 +180,10 @@ async fn replies(
                             if !flush(&mut client, &mut out).await {
                                 return None;
                             }
-                            let start = buf.len();
-                            buf.resize(start + READ_CHUNK, 0);
-                            match server.read(&mut buf[start..]).await {
+                            buf.reserve(READ_CHUNK);
+                            match server.read_buf(&mut buf).await {
                                 Ok(0) | Err(_) => return None,
-                                Ok(n) => buf.truncate(start + n),
+                                Ok(_) => {}
                             }
                         }
                         Err(e) => return Some(format!("closed: the server sent a malformed reply: {e}")),

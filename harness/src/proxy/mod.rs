@@ -67,7 +67,7 @@ pub struct Proxy {
     addr: SocketAddr,
     upstream_url: String,
     stop: CancellationToken,
-    task: Option<tokio::task::JoinHandle<()>>,
+    task: Option<std::thread::JoinHandle<()>>,
     connections: Arc<AtomicU64>,
 }
 
@@ -80,28 +80,37 @@ impl Proxy {
                 format!("the fault proxy needs a redis://HOST:PORT server, not `{upstream_url}`"),
             )
         })?;
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
         let connections = Arc::new(AtomicU64::new(0));
-        let task = tokio::spawn({
-            let (stop, connections) = (stop.clone(), Arc::clone(&connections));
-            async move {
-                let mut live = JoinSet::new();
-                loop {
-                    tokio::select! {
-                        () = stop.cancelled() => break,
-                        accepted = listener.accept() => {
-                            let Ok((client, _)) = accepted else { continue };
-                            let id = connections.fetch_add(1, Ordering::Relaxed) + 1;
-                            live.spawn(conn::serve(client, upstream.clone(), Arc::clone(&hook), id, stop.clone()));
+        // A thread and a single-threaded runtime of its own: both directions of every
+        // connection are polled on one core without cross-thread wake-ups, and the proxy
+        // does not compete with the run's own tasks for the run's workers.
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let task =
+            std::thread::Builder::new().name("fault-proxy".into()).spawn({
+                let (stop, connections) = (stop.clone(), Arc::clone(&connections));
+                move || {
+                    runtime.block_on(async move {
+                    let Ok(listener) = TcpListener::from_std(listener) else { return };
+                    let mut live = JoinSet::new();
+                    loop {
+                        tokio::select! {
+                            () = stop.cancelled() => break,
+                            accepted = listener.accept() => {
+                                let Ok((client, _)) = accepted else { continue };
+                                let id = connections.fetch_add(1, Ordering::Relaxed) + 1;
+                                live.spawn(conn::serve(client, upstream.clone(), Arc::clone(&hook), id, stop.clone()));
+                            }
+                            Some(_) = live.join_next(), if !live.is_empty() => {}
                         }
-                        Some(_) = live.join_next(), if !live.is_empty() => {}
                     }
+                    live.shutdown().await;
+                });
                 }
-                live.shutdown().await;
-            }
-        });
+            })?;
         Ok(Self {
             addr,
             upstream_url: upstream_url.to_owned(),
@@ -128,7 +137,7 @@ impl Proxy {
     pub async fn stop(mut self) {
         self.stop.cancel();
         if let Some(task) = self.task.take() {
-            let _ = task.await;
+            let _ = tokio::task::spawn_blocking(move || task.join()).await;
         }
     }
 }

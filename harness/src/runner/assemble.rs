@@ -18,7 +18,7 @@ pub fn report(
     wall_ms: u64,
 ) -> Report {
     let verdict = invariants.iter().fold(Verdict::Valid, |v, c| v.merge(c.verdict));
-    let limiter = &config.limiter;
+    let limiter = state.limiter.as_ref().unwrap_or(&config.limiter);
     let mut problems = state.problems.clone();
     problems.extend(
         index

@@ -42,8 +42,9 @@ pub struct RunState {
     pub problems: Vec<String>,
     /// How the limiter's traffic reached the server, when through the fault proxy.
     pub proxy: Option<String>,
-    /// The name of the limiter instance driven (an adapter may name itself).
-    pub limiter_name: Option<String>,
+    /// The limiter instance driven, when it is not the configured one (an adapter process,
+    /// whose hello may name it and declare its algorithm).
+    pub limiter: Option<Arc<dyn Limiter>>,
 }
 
 /// A background task that is aborted if the run is dropped (interrupted).
@@ -205,7 +206,7 @@ pub async fn execute(
         })
         .await?
         .unwrap_or_else(|| Arc::clone(&config.limiter));
-    state.limiter_name = Some(limiter.name().to_owned());
+    state.limiter = Some(Arc::clone(&limiter));
     drive(
         config,
         &limiter,

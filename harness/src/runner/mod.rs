@@ -75,6 +75,10 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
             Ok(())
         }
     };
+    // An adapter process is stopped on every way out (a no-op when execute already did).
+    if let Some(limiter) = &state.limiter {
+        limiter.stop().await;
+    }
     let servers_described = servers.describe();
     let leftovers = servers.stop().await;
     let wall_ms = clock.now_us() / 1000;
@@ -85,7 +89,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     let results = checker::check(&CheckInput {
         limit: &config.scenario.limit,
         config: &config.scenario.check,
-        algorithm: config.limiter.algorithm(),
+        algorithm: state.limiter.as_ref().unwrap_or(&config.limiter).algorithm(),
         history: &index,
     });
     let report = assemble::report(&config, &state, &events, &index, results, servers_described, wall_ms);

@@ -1,0 +1,267 @@
+//! Limiters the harness does not contain: Lua scripts from files (`lua:PATH`, with and
+//! without a sidecar convention) and exec adapters in Python (`exec:COMMAND`) speaking
+//! protocol 1 through the fault proxy — the examples in `examples/`, against real servers.
+//! The Python examples need redis-py (`just test` installs it).
+
+use limiter_harness::checker::Verdict;
+use limiter_harness::history::{Event, Outcome, read_history};
+use limiter_harness::report::Report;
+use limiter_harness::scenario::Invariant;
+use limiter_harness_tests::{Kind, example, run_spec, scenario};
+
+fn verdict_of(report: &Report, invariant: Invariant) -> Verdict {
+    report
+        .invariants
+        .iter()
+        .find(|c| c.invariant == invariant)
+        .unwrap_or_else(|| panic!("{invariant} is checked"))
+        .verdict
+}
+
+fn anomaly_kinds(report: &Report, invariant: Invariant) -> Vec<String> {
+    report
+        .invariants
+        .iter()
+        .filter(|c| c.invariant == invariant)
+        .flat_map(|c| c.anomalies.iter().map(|a| a.kind.clone()))
+        .collect()
+}
+
+fn python(example_name: &str) -> String {
+    assert!(
+        std::process::Command::new("python3")
+            .args(["-c", "import redis"])
+            .status()
+            .is_ok_and(|s| s.success()),
+        "the Python examples need python3 with redis-py: `python3 -m pip install redis` (just test does it)"
+    );
+    format!(
+        "exec:python3 {}",
+        example(&format!("python/{example_name}.py")).display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn incident_one_in_python_fails_through_the_proxy_and_its_fix_passes() {
+    let (buggy, dir) = run_spec(
+        scenario("immortal-counter"),
+        &python("fixed_window_buggy"),
+        Kind::Container,
+        false,
+    )
+    .await
+    .expect("Docker");
+    assert_eq!(buggy.verdict, Verdict::Invalid, "{buggy:#?}");
+    assert_eq!(verdict_of(&buggy, Invariant::TtlPresent), Verdict::Invalid);
+    assert!(anomaly_kinds(&buggy, Invariant::TtlPresent).contains(&"immortal-key".to_owned()));
+    assert!(
+        buggy.faults[0].fired >= 1,
+        "the expiry struck in the proxy: {:?}",
+        buggy.faults
+    );
+    // The report shows the commands the adapter actually sent for the immortal key.
+    let trace = buggy.observed.wire.first().expect("a wire trace for the anomaly");
+    assert_eq!(trace.key, "rl:0");
+    assert!(trace.lines.iter().any(|l| l.contains("INCRBY rl:0")), "{trace:#?}");
+    let history = read_history(&dir.path().join("history.jsonl")).unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|e| matches!(e, Event::Wire { request: Some(_), .. }))
+    );
+
+    let (fixed, _dir) = run_spec(
+        scenario("immortal-counter"),
+        &python("fixed_window_fixed"),
+        Kind::Container,
+        false,
+    )
+    .await
+    .expect("Docker");
+    assert_eq!(fixed.verdict, Verdict::Valid, "{fixed:#?}");
+    assert!(
+        fixed.limiter.name.contains("fixed-window-fixed"),
+        "the adapter's hello names it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retrying_client_counts_a_lost_reply_twice() {
+    let (report, _dir) = run_spec(
+        scenario("lost-reply"),
+        &python("fixed_window_retrying"),
+        Kind::Process,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        verdict_of(&report, Invariant::NoDoubleCount),
+        Verdict::Invalid,
+        "{report:#?}"
+    );
+    assert!(anomaly_kinds(&report, Invariant::NoDoubleCount).contains(&"retried-after-lost-reply".to_owned()));
+
+    let (report, _dir) = run_spec(
+        scenario("lost-reply"),
+        &python("fixed_window_fixed"),
+        Kind::Process,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        verdict_of(&report, Invariant::NoDoubleCount),
+        Verdict::Valid,
+        "{report:#?}"
+    );
+    assert!(
+        report.observed.counts.indeterminate >= 1,
+        "the lost replies are indeterminate"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_fail_open_swallows_injected_errors() {
+    let (report, _dir) = run_spec(
+        scenario("injected-errors"),
+        &python("fixed_window_fail_open"),
+        Kind::Process,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        verdict_of(&report, Invariant::ErrorsSurfaced),
+        Verdict::Invalid,
+        "{report:#?}"
+    );
+    assert!(anomaly_kinds(&report, Invariant::ErrorsSurfaced).contains(&"error-admitted".to_owned()));
+
+    let (report, _dir) = run_spec(
+        scenario("injected-errors"),
+        &python("fixed_window_fixed"),
+        Kind::Process,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        verdict_of(&report, Invariant::ErrorsSurfaced),
+        Verdict::Valid,
+        "{report:#?}"
+    );
+    assert!(report.observed.counts.errors >= 3, "{:?}", report.observed.counts);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lua_scripts_from_files_in_both_conventions() {
+    let own = format!("lua:{}", example("lua/fixed_window.lua").display());
+    let (report, _dir) = run_spec(scenario("immortal-counter"), &own, Kind::Process, false)
+        .await
+        .unwrap();
+    assert_eq!(report.verdict, Verdict::Valid, "{report:#?}");
+    assert!(report.limiter.commands.contains("EVALSHA"));
+    assert!(report.observed.counts.allowed > 0 && report.observed.counts.rejected > 0);
+
+    // Another library's script, unchanged, called by its sidecar convention.
+    let other = format!("lua:{}", example("lua/rate_limit_redis.lua").display());
+    let (report, _dir) = run_spec(scenario("steady-control"), &other, Kind::Process, false)
+        .await
+        .unwrap();
+    assert_eq!(report.verdict, Verdict::Valid, "{report:#?}");
+    assert!(
+        report.limiter.commands.contains("rate-limit-redis"),
+        "{}",
+        report.limiter.commands
+    );
+    assert!(
+        report.observed.counts.rejected > 0,
+        "the limit bites: {:?}",
+        report.observed.counts
+    );
+
+    // Recovering from an injected NOSCRIPT (SCRIPT LOAD and EVALSHA again) surfaces nothing.
+    let (report, _dir) = run_spec(scenario("injected-errors"), &own, Kind::Process, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        verdict_of(&report, Invariant::ErrorsSurfaced),
+        Verdict::Valid,
+        "{report:#?}"
+    );
+    assert!(
+        report.invariants[0].summary.contains("recovered"),
+        "{}",
+        report.invariants[0].summary
+    );
+}
+
+fn adapter(dir: &std::path::Path, name: &str, source: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, source).unwrap();
+    format!("exec:python3 {}", path.display())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn protocol_violations_are_reported_never_admitted() {
+    let dir = tempfile::tempdir().unwrap();
+    // Answers garbage to every third request, an unknown id to every fifth, nothing to the
+    // seventh, and exits at the fortieth.
+    let bad = adapter(
+        dir.path(),
+        "bad.py",
+        r#"
+import json, sys
+print(json.dumps({"protocol": 1}), flush=True)
+for n, line in enumerate(sys.stdin, 1):
+    req = json.loads(line)
+    if n == 40:
+        sys.exit(3)
+    if n % 3 == 0:
+        print("this is not json", flush=True)
+    elif n % 5 == 0:
+        print(json.dumps({"id": 999999, "allowed": True}), flush=True)
+    elif n == 7:
+        pass
+    else:
+        print(json.dumps({"id": req["id"], "allowed": False, "count": 0}), flush=True)
+"#,
+    );
+    let (report, run_dir) = run_spec(scenario("steady-control"), &bad, Kind::Process, false)
+        .await
+        .unwrap();
+    let counts = &report.observed.counts;
+    assert_eq!(counts.allowed, 0, "no violation counts as an admission: {counts:?}");
+    assert!(counts.indeterminate > 0 && counts.errors > 0, "{counts:?}");
+    let history = read_history(&run_dir.path().join("history.jsonl")).unwrap();
+    let problems: Vec<String> = history
+        .iter()
+        .filter_map(|e| match e {
+            Event::Problem { source, detail, .. } if source == "exec-adapter" => Some(detail.clone()),
+            _ => None,
+        })
+        .collect();
+    for needle in [
+        "not a reply line",
+        "unknown or finished request id 999999",
+        "closed its stdout",
+    ] {
+        assert!(problems.iter().any(|p| p.contains(needle)), "{needle}: {problems:#?}");
+    }
+    assert!(history.iter().any(|e| matches!(
+        e,
+        Event::Complete { outcome: Outcome::Indeterminate, error: Some(err), .. } if err.contains("no reply within")
+    )));
+
+    // No hello: a setup error that says what the adapter must print, before any traffic.
+    let mute = adapter(dir.path(), "mute.py", "import sys\nsys.exit(0)\n");
+    let err = limiter_harness_tests::try_run_spec(scenario("steady-control"), &mute, Kind::Process)
+        .await
+        .expect_err("an adapter without hello cannot run");
+    let text = err.to_string();
+    assert!(
+        text.contains("exited before its hello line") && text.contains("adapter.stderr.log"),
+        "{text}"
+    );
+}

@@ -1,0 +1,267 @@
+//! The fault proxy against a real server: clients that do not know it is there (redis-rs
+//! with pipelines, MULTI/EXEC, EVALSHA, pub/sub, RESP3 pushes; raw sockets), its fault
+//! actions, its survival of malformed input, and the built-in limiters' faults applied
+//! through it instead of the `Wire` (one mechanism, two places).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use limiter_harness::checker::Verdict;
+use limiter_harness::proxy::{Action, Command, PassThrough, Proxy, ProxyHook};
+use limiter_harness_tests::{Kind, TestServer, run_spec, scenario};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Applies `action` to every GET of key `target`, and keeps the problems it is told of.
+struct OnGet {
+    target: &'static str,
+    action: Action,
+    problems: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl ProxyHook for OnGet {
+    async fn before_forward(&self, _conn: u64, trip: &[Command]) -> Vec<Action> {
+        trip.iter()
+            .map(|c| {
+                if c.is("GET") && c.args.get(1).is_some_and(|k| k == self.target.as_bytes()) {
+                    self.action.clone()
+                } else {
+                    Action::Forward
+                }
+            })
+            .collect()
+    }
+
+    fn connection_problem(&self, conn: u64, detail: String) {
+        self.problems.lock().unwrap().push(format!("{conn}: {detail}"));
+    }
+}
+
+fn on_get(target: &'static str, action: Action) -> Arc<OnGet> {
+    Arc::new(OnGet {
+        target,
+        action,
+        problems: Mutex::default(),
+    })
+}
+
+async fn client(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clients_see_the_server_through_it() {
+    let server = TestServer::start(Kind::Process).await.unwrap();
+    let proxy = Proxy::start(&server.url, Arc::new(PassThrough)).await.unwrap();
+    let mut conn = client(&proxy.url()).await;
+
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let v: String = redis::cmd("GET").arg("k").query_async(&mut conn).await.unwrap();
+    assert_eq!(v, "v");
+    // A pipeline of 1,000 commands and a transaction.
+    let mut pipe = redis::pipe();
+    for i in 0..1000 {
+        pipe.cmd("INCR").arg(format!("c{}", i % 7));
+    }
+    let counts: Vec<i64> = pipe.query_async(&mut conn).await.unwrap();
+    assert_eq!(counts.len(), 1000);
+    assert_eq!(counts[999], 143);
+    let (n, ttl): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("t")
+        .cmd("PEXPIRE")
+        .arg("t")
+        .arg(5000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!((n, ttl), (1, 1));
+    // A script, and a large binary value.
+    let script = redis::Script::new("return redis.call('INCRBY', KEYS[1], ARGV[1])");
+    let n: i64 = script.key("s").arg(5).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(n, 5);
+    let big: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
+    let () = redis::cmd("SET")
+        .arg("big")
+        .arg(&big)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let back: Vec<u8> = redis::cmd("GET").arg("big").query_async(&mut conn).await.unwrap();
+    assert_eq!(back, big);
+
+    // Pub/sub: replies stop being one per command; the proxy passes them through.
+    let mut subscriber = TcpStream::connect(proxy.addr()).await.unwrap();
+    subscriber
+        .write_all(b"*2\r\n$9\r\nSUBSCRIBE\r\n$2\r\nch\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 256];
+    let n = subscriber.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("subscribe"));
+    let receivers: i64 = redis::cmd("PUBLISH")
+        .arg("ch")
+        .arg("hello")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(receivers, 1);
+    let n = subscriber.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("hello"));
+
+    // RESP3 and an inline command from a raw socket.
+    let mut raw = TcpStream::connect(proxy.addr()).await.unwrap();
+    raw.write_all(b"HELLO 3\r\nPING\r\n").await.unwrap();
+    let mut got = Vec::new();
+    while !got.ends_with(b"+PONG\r\n") {
+        let n = raw.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"%"), "HELLO 3 answers a RESP3 map");
+    assert!(proxy.connections() >= 3);
+    proxy.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_malformed_command_closes_that_connection_only() {
+    let server = TestServer::start(Kind::Process).await.unwrap();
+    let hook = on_get("none", Action::Forward);
+    let proxy = Proxy::start(&server.url, hook.clone()).await.unwrap();
+    let mut bad = TcpStream::connect(proxy.addr()).await.unwrap();
+    bad.write_all(b"*2\r\n$3\r\nGET\r\n:1\r\n").await.unwrap();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(2), bad.read(&mut buf))
+        .await
+        .expect("closed, not hung")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "the connection is closed");
+    // The reason is logged as the connection closes.
+    let mut problems = Vec::new();
+    for _ in 0..100 {
+        problems = hook.problems.lock().unwrap().clone();
+        if !problems.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(problems.iter().any(|p| p.contains("malformed command")), "{problems:?}");
+    // The proxy goes on serving.
+    let mut conn = client(&proxy.url()).await;
+    let pong: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+    assert_eq!(pong, "PONG");
+    proxy.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fault_actions_act_on_the_matched_command() {
+    let server = TestServer::start(Kind::Process).await.unwrap();
+    let mut direct = server.conn().await;
+    let () = redis::cmd("SET")
+        .arg("x")
+        .arg("1")
+        .query_async(&mut direct)
+        .await
+        .unwrap();
+
+    // Injected error: the client gets it, the server never sees the command.
+    let proxy = Proxy::start(&server.url, on_get("x", Action::Inject(b"-OOM injected\r\n".to_vec())))
+        .await
+        .unwrap();
+    let mut conn = client(&proxy.url()).await;
+    let err = redis::cmd("GET")
+        .arg("x")
+        .query_async::<String>(&mut conn)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("OOM"), "{err}");
+    let ok: String = redis::cmd("GET")
+        .arg("y")
+        .query_async::<Option<String>>(&mut conn)
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(ok, "", "other commands pass on the same connection");
+    proxy.stop().await;
+
+    // Delayed reply.
+    let proxy = Proxy::start(&server.url, on_get("x", Action::DelayReply(Duration::from_millis(300))))
+        .await
+        .unwrap();
+    let mut conn = client(&proxy.url()).await;
+    let started = Instant::now();
+    let v: String = redis::cmd("GET").arg("x").query_async(&mut conn).await.unwrap();
+    assert_eq!(v, "1");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    proxy.stop().await;
+
+    // Dropped reply: the command ran (INCR seen by the server), the client lost the answer.
+    let proxy = Proxy::start(&server.url, on_get("x", Action::DropReply)).await.unwrap();
+    let mut conn = client(&proxy.url()).await;
+    let err = redis::pipe()
+        .cmd("INCR")
+        .arg("x")
+        .cmd("GET")
+        .arg("x")
+        .query_async::<(i64, String)>(&mut conn)
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_connection_dropped() || err.is_io_error() || err.is_unrecoverable_error(),
+        "{err}"
+    );
+    let now: i64 = redis::cmd("GET").arg("x").query_async(&mut direct).await.unwrap();
+    assert_eq!(now, 2, "the INCR before the dropped GET ran");
+    proxy.stop().await;
+
+    // Reset: closed before forwarding.
+    let proxy = Proxy::start(&server.url, on_get("x", Action::Reset)).await.unwrap();
+    let mut conn = client(&proxy.url()).await;
+    assert!(
+        redis::cmd("GET")
+            .arg("x")
+            .query_async::<String>(&mut conn)
+            .await
+            .is_err()
+    );
+    proxy.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn built_in_faults_land_the_same_through_the_proxy() {
+    // The gap fault of incident 1, applied by the proxy instead of the limiter's Wire.
+    let (report, _dir) = run_spec(scenario("immortal-counter"), "get-then-incr", Kind::Process, true)
+        .await
+        .unwrap();
+    assert_eq!(report.verdict, Verdict::Invalid, "{report:#?}");
+    assert_eq!(report.faults[0].fired, 1);
+    assert!(
+        report.observed.proxy.is_some(),
+        "the run says it went through the proxy"
+    );
+    assert!(!report.observed.wire.is_empty());
+    let (report, _dir) = run_spec(
+        scenario("immortal-counter"),
+        "multi-incr-expire-nx",
+        Kind::Process,
+        true,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.verdict, Verdict::Valid, "{report:#?}");
+}
