@@ -13,8 +13,9 @@ use limiter_harness_tests::{Kind, TestServer, run_spec, scenario};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Applies `action` to every GET of key `target`, and keeps the problems it is told of.
+/// Applies `action` to every `command` on key `target`, and keeps the problems it is told of.
 struct OnGet {
+    command: &'static str,
     target: &'static str,
     action: Action,
     problems: Mutex<Vec<String>>,
@@ -25,7 +26,7 @@ impl ProxyHook for OnGet {
     async fn before_forward(&self, _conn: u64, trip: &[Command]) -> Vec<Action> {
         trip.iter()
             .map(|c| {
-                if c.is("GET") && c.args.get(1).is_some_and(|k| k == self.target.as_bytes()) {
+                if c.is(self.command) && c.args.get(1).is_some_and(|k| k == self.target.as_bytes()) {
                     self.action.clone()
                 } else {
                     Action::Forward
@@ -41,6 +42,16 @@ impl ProxyHook for OnGet {
 
 fn on_get(target: &'static str, action: Action) -> Arc<OnGet> {
     Arc::new(OnGet {
+        command: "GET",
+        target,
+        action,
+        problems: Mutex::default(),
+    })
+}
+
+fn on_incr(target: &'static str, action: Action) -> Arc<OnGet> {
+    Arc::new(OnGet {
+        command: "INCR",
         target,
         action,
         problems: Mutex::default(),
@@ -179,67 +190,86 @@ async fn fault_actions_act_on_the_matched_command() {
         .unwrap();
 
     // Injected error: the client gets it, the server never sees the command.
-    let proxy = Proxy::start(&server.url, on_get("x", Action::Inject(b"-OOM injected\r\n".to_vec())))
+    let proxy = Proxy::start(&server.url, on_incr("x", Action::Inject(b"-OOM injected\r\n".to_vec())))
         .await
         .unwrap();
     let mut conn = client(&proxy.url()).await;
-    let err = redis::cmd("GET")
+    let err = redis::cmd("INCR")
         .arg("x")
-        .query_async::<String>(&mut conn)
+        .query_async::<i64>(&mut conn)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("OOM"), "{err}");
-    let ok: String = redis::cmd("GET")
-        .arg("y")
-        .query_async::<Option<String>>(&mut conn)
-        .await
-        .unwrap()
-        .unwrap_or_default();
-    assert_eq!(ok, "", "other commands pass on the same connection");
+    assert_eq!(value(&mut direct).await, 1, "the INCR never reached the server");
+    let other: i64 = redis::cmd("INCR").arg("y").query_async(&mut conn).await.unwrap();
+    assert_eq!(other, 1, "other commands pass on the same connection");
     proxy.stop().await;
 
-    // Delayed reply.
-    let proxy = Proxy::start(&server.url, on_get("x", Action::DelayReply(Duration::from_millis(300))))
+    // Injected error in the middle of a pipeline: the replies stay in order.
+    let proxy = Proxy::start(&server.url, on_incr("x", Action::Inject(b"-OOM injected\r\n".to_vec())))
         .await
         .unwrap();
     let mut conn = client(&proxy.url()).await;
+    let replies: Vec<redis::Value> = redis::pipe()
+        .cmd("INCR")
+        .arg("y")
+        .cmd("INCR")
+        .arg("x")
+        .cmd("INCR")
+        .arg("y")
+        .ignore_errors()
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(replies.len(), 3);
+    assert_eq!(replies[0], redis::Value::Int(2));
+    assert!(matches!(replies[1], redis::Value::ServerError(_)), "{:?}", replies[1]);
+    assert_eq!(replies[2], redis::Value::Int(3));
+    assert_eq!(value(&mut direct).await, 1);
+    proxy.stop().await;
+
+    // Delayed reply.
+    let proxy = Proxy::start(
+        &server.url,
+        on_incr("x", Action::DelayReply(Duration::from_millis(300))),
+    )
+    .await
+    .unwrap();
+    let mut conn = client(&proxy.url()).await;
     let started = Instant::now();
-    let v: String = redis::cmd("GET").arg("x").query_async(&mut conn).await.unwrap();
-    assert_eq!(v, "1");
+    let v: i64 = redis::cmd("INCR").arg("x").query_async(&mut conn).await.unwrap();
+    assert_eq!(v, 2);
     assert!(started.elapsed() >= Duration::from_millis(300));
     proxy.stop().await;
 
-    // Dropped reply: the command ran (INCR seen by the server), the client lost the answer.
-    let proxy = Proxy::start(&server.url, on_get("x", Action::DropReply)).await.unwrap();
+    // Dropped reply: the INCR ran, the client lost the answer.
+    let proxy = Proxy::start(&server.url, on_incr("x", Action::DropReply))
+        .await
+        .unwrap();
     let mut conn = client(&proxy.url()).await;
-    let err = redis::pipe()
-        .cmd("INCR")
+    let err = redis::cmd("INCR")
         .arg("x")
-        .cmd("GET")
-        .arg("x")
-        .query_async::<(i64, String)>(&mut conn)
+        .query_async::<i64>(&mut conn)
         .await
         .unwrap_err();
     assert!(
         err.is_connection_dropped() || err.is_io_error() || err.is_unrecoverable_error(),
         "{err}"
     );
-    let now: i64 = redis::cmd("GET").arg("x").query_async(&mut direct).await.unwrap();
-    assert_eq!(now, 2, "the INCR before the dropped GET ran");
+    assert_eq!(value(&mut direct).await, 3, "the INCR whose reply was dropped ran");
     proxy.stop().await;
 
     // Reset: closed before forwarding.
-    let proxy = Proxy::start(&server.url, on_get("x", Action::Reset)).await.unwrap();
+    let proxy = Proxy::start(&server.url, on_incr("x", Action::Reset)).await.unwrap();
     let mut conn = client(&proxy.url()).await;
-    assert!(
-        redis::cmd("GET")
-            .arg("x")
-            .query_async::<String>(&mut conn)
-            .await
-            .is_err()
-    );
+    assert!(redis::cmd("INCR").arg("x").query_async::<i64>(&mut conn).await.is_err());
+    assert_eq!(value(&mut direct).await, 3, "the reset INCR never ran");
     proxy.stop().await;
     server.stop().await;
+}
+
+async fn value(direct: &mut redis::aio::MultiplexedConnection) -> i64 {
+    redis::cmd("GET").arg("x").query_async(direct).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

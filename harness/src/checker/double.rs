@@ -43,10 +43,16 @@ pub fn no_double_count(input: &CheckInput<'_>) -> CheckResult {
     for key in h.by_key.keys().filter(|_| counts) {
         let requests: Vec<&Request> = h.requests_on(key).collect();
         let mut last: Option<(usize, i64)> = None;
+        let mut ends_before = 0u64;
         for (i, r) in requests.iter().enumerate() {
-            // Anything overlapping the previous request on the key breaks the chain.
-            if i > 0 && requests[i - 1].end_us() > r.invoke_us {
+            // A request overlapping any other on the key breaks the chain: its increment
+            // may land anywhere among theirs.
+            let overlaps_earlier = ends_before > r.invoke_us;
+            let overlaps_later = requests.get(i + 1).is_some_and(|next| r.end_us() > next.invoke_us);
+            ends_before = ends_before.max(r.end_us());
+            if overlaps_earlier || overlaps_later {
                 last = None;
+                continue;
             }
             let decided = matches!(r.outcome, Some(Outcome::Allowed | Outcome::Rejected));
             let Some(count) = r.count.filter(|_| decided) else {

@@ -189,7 +189,41 @@ impl HistoryBuilder {
             kind: kind.to_owned(),
             request,
             key: key.map(str::to_owned),
+            command: None,
             effect: "applied".into(),
+        });
+        self
+    }
+
+    /// Fault 0 of `kind` acting on `command` of `request` (a fault on a reply, in the proxy).
+    pub(crate) fn command_fault(mut self, t_ms: u64, kind: &str, request: u64, command: &str) -> Self {
+        let identity = self
+            .events
+            .iter()
+            .find_map(|e| match e {
+                Event::Invoke { id, identity, .. } if *id == request => Some(*identity),
+                _ => None,
+            })
+            .unwrap_or(0);
+        self.events.push(Event::Fault {
+            t_us: us(t_ms),
+            fault: 0,
+            kind: kind.to_owned(),
+            request: Some(request),
+            key: Some(key(identity)),
+            command: Some(command.to_owned()),
+            effect: format!("{kind} on {command}"),
+        });
+        self
+    }
+
+    /// What the fault proxy saw `request` send at `t_ms` (on connection 1).
+    pub(crate) fn wire(mut self, t_ms: u64, request: u64, commands: &[&str]) -> Self {
+        self.events.push(Event::Wire {
+            t_us: us(t_ms),
+            conn: 1,
+            request: Some(request),
+            commands: commands.iter().map(|c| (*c).to_owned()).collect(),
         });
         self
     }

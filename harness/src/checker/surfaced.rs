@@ -2,7 +2,7 @@
 //!
 //! A request whose command was answered with an injected error (`OOM`, `NOSCRIPT`, …) must
 //! end as an error (or indeterminate) — unless the limiter recovered on the wire (it sent
-//! more commands for the request after the error, e.g. SCRIPT LOAD and EVALSHA again after
+//! the struck command again for the request, e.g. EVALSHA after SCRIPT LOAD following
 //! NOSCRIPT). Admitted or rejected with no further command means the error was swallowed:
 //! a silent fail-open admits traffic the limiter never counted, a silent fail-closed
 //! rejects traffic with no one told why.
@@ -28,10 +28,18 @@ pub fn errors_surfaced(input: &CheckInput<'_>) -> CheckResult {
             undecided += 1;
             continue;
         };
+        // Recovered: the request sent the struck command again (e.g. EVALSHA after a
+        // SCRIPT LOAD that followed NOSCRIPT) and got its decision from that.
+        let struck = fault.command.clone().unwrap_or_default();
         let later_trips = h
             .wire
             .iter()
             .filter(|w| w.request == Some(id) && w.t_us > fault.t_us)
+            .filter(|w| {
+                w.commands
+                    .iter()
+                    .any(|c| c.split(' ').next().is_some_and(|n| n.eq_ignore_ascii_case(&struck)))
+            })
             .count();
         match request.outcome {
             Some(Outcome::Error | Outcome::Indeterminate) => surfaced += 1,
@@ -70,10 +78,10 @@ pub fn errors_surfaced(input: &CheckInput<'_>) -> CheckResult {
     } else {
         (
             Verdict::Valid,
-            format!("{surfaced} injected error(s) reached the caller, {recovered} were recovered from on the wire"),
+            format!("{surfaced} injected error(s) reached the caller, {recovered} recovered from on the wire"),
         )
     };
     CheckResult::from_anomalies(Invariant::ErrorsSurfaced, anomalies, otherwise).with_rule(
-        "a request answered with an injected error ends as an error, or the limiter sends more commands for it (a recovery such as SCRIPT LOAD after NOSCRIPT)",
+        "a request answered with an injected error ends as an error, or the limiter sends the struck command again for it (a recovery such as EVALSHA after SCRIPT LOAD following NOSCRIPT)",
     )
 }

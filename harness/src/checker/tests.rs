@@ -6,7 +6,8 @@ use super::{Anomaly, CheckResult, Verdict};
 use crate::history::Outcome;
 use crate::limiter::Algorithm;
 use crate::scenario::Invariant::{
-    self, AdmitsUpToLimit, AdmittedWithinLimit, NoCounterReset, NoLeakedKeys, NoLockout, TtlBounded, TtlPresent,
+    self, AdmitsUpToLimit, AdmittedWithinLimit, ErrorsSurfaced, NoCounterReset, NoDoubleCount, NoLeakedKeys, NoLockout,
+    TtlBounded, TtlPresent,
 };
 
 /// The one anomaly of an Invalid result.
@@ -1321,4 +1322,104 @@ fn a_fatal_problem_leaves_invalid_invalid() {
         .check(&[TtlPresent, NoCounterReset]);
     assert_eq!(sole_anomaly(&results[0]).kind, "immortal-key");
     assert_eq!(sole_anomaly(&results[1]).kind, "reset-by-del");
+}
+
+// --- no-double-count ---
+
+#[test]
+fn a_write_sent_again_after_its_reply_was_lost_is_a_double_count() {
+    let history = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .request(2, 0, 10, 20, Outcome::Allowed, Some(3), &["MULTI INCR PEXPIRE EXEC"])
+        .wire(11, 2, &["MULTI", "INCR rl:0", "PEXPIRE rl:0 1000 NX", "EXEC"])
+        .command_fault(11, "drop-reply", 2, "EXEC")
+        .wire(15, 2, &["MULTI", "INCR rl:0", "PEXPIRE rl:0 1000 NX", "EXEC"]);
+    let result = history.check_one(NoDoubleCount);
+    assert_verdict(&result, Verdict::Invalid);
+    let kinds: Vec<&str> = result.anomalies.iter().map(|a| a.kind.as_str()).collect();
+    assert!(kinds.contains(&"retried-after-lost-reply"), "{kinds:?}");
+    assert!(
+        kinds.contains(&"double-count"),
+        "count 1 -> 3 over one request: {kinds:?}"
+    );
+}
+
+#[test]
+fn a_lost_reply_counted_once_is_no_double_count() {
+    let result = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .request(2, 0, 10, 20, Outcome::Indeterminate, None, &["INCR"])
+        .wire(11, 2, &["INCR rl:0"])
+        .command_fault(11, "drop-reply", 2, "INCR")
+        .allowed(3, 0, 30, 31, 3)
+        .check_one(NoDoubleCount);
+    assert_verdict(&result, Verdict::Valid);
+}
+
+#[test]
+fn overlapping_requests_are_not_compared() {
+    // Request 2 overlaps request 3 and 4: its increment may land after 3's answer, so 3 -> 4
+    // jumping by two is not evidence.
+    let result = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .allowed(2, 0, 5, 40, 3)
+        .allowed(3, 0, 10, 11, 2)
+        .allowed(4, 0, 20, 21, 4)
+        .check_one(NoDoubleCount);
+    assert_ne!(result.verdict, Verdict::Invalid, "{result:#?}");
+}
+
+#[test]
+fn double_count_needs_something_to_judge() {
+    let result = HistoryBuilder::new().allowed(1, 0, 0, 1, 1).check_one(NoDoubleCount);
+    assert_verdict(&result, Verdict::Unknown);
+    let log = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .allowed(2, 0, 10, 11, 2)
+        .check_one_as(Algorithm::SlidingLog, NoDoubleCount);
+    assert_verdict(&log, Verdict::Unknown);
+}
+
+// --- errors-surfaced ---
+
+#[test]
+fn a_swallowed_injected_error_is_reported() {
+    let history = HistoryBuilder::new()
+        .allowed(1, 0, 0, 2, 1)
+        .wire(1, 1, &["INCR rl:0"])
+        .command_fault(1, "inject-error", 1, "INCR");
+    let result = history.check_one(ErrorsSurfaced);
+    assert_verdict(&result, Verdict::Invalid);
+    assert_eq!(sole_anomaly(&result).kind, "error-admitted");
+}
+
+#[test]
+fn another_command_after_the_error_is_no_recovery_but_the_same_one_is() {
+    let swallowed = HistoryBuilder::new()
+        .allowed(1, 0, 0, 5, 1)
+        .wire(1, 1, &["GET rl:0"])
+        .command_fault(1, "inject-error", 1, "GET")
+        .wire(2, 1, &["SET rl:0 1 PX 1000"])
+        .check_one(ErrorsSurfaced);
+    assert_verdict(&swallowed, Verdict::Invalid);
+    let recovered = HistoryBuilder::new()
+        .allowed(1, 0, 0, 5, 1)
+        .wire(1, 1, &["EVALSHA abc 1 rl:0"])
+        .command_fault(1, "inject-error", 1, "EVALSHA")
+        .wire(2, 1, &["SCRIPT LOAD ..."])
+        .wire(3, 1, &["EVALSHA abc 1 rl:0"])
+        .check_one(ErrorsSurfaced);
+    assert_verdict(&recovered, Verdict::Valid);
+    assert_summary_has(&recovered, "1 recovered");
+}
+
+#[test]
+fn a_surfaced_error_is_valid_and_no_injection_is_unknown() {
+    let surfaced = HistoryBuilder::new()
+        .request(1, 0, 0, 2, Outcome::Error, None, &["INCR"])
+        .command_fault(1, "inject-error", 1, "INCR")
+        .check_one(ErrorsSurfaced);
+    assert_verdict(&surfaced, Verdict::Valid);
+    let nothing = HistoryBuilder::new().allowed(1, 0, 0, 2, 1).check_one(ErrorsSurfaced);
+    assert_verdict(&nothing, Verdict::Unknown);
 }

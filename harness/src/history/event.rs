@@ -54,6 +54,9 @@ pub enum Event {
         request: Option<u64>,
         #[serde(skip_serializing_if = "Option::is_none")]
         key: Option<String>,
+        /// The command a fault on a reply acted on (upper case).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
         effect: String,
     },
     /// One pass of the observer over the limiter's keys (SCAN + PTTL/GET).

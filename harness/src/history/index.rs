@@ -86,6 +86,8 @@ pub struct FaultRecord {
     pub kind: String,
     pub request: Option<u64>,
     pub key: Option<String>,
+    /// The command a fault on a reply acted on.
+    pub command: Option<String>,
     pub effect: String,
 }
 
@@ -193,6 +195,7 @@ impl HistoryIndex {
                 kind,
                 request,
                 key,
+                command,
                 effect,
             } => self.faults.push(FaultRecord {
                 t_us: *t_us,
@@ -200,6 +203,7 @@ impl HistoryIndex {
                 kind: kind.clone(),
                 request: *request,
                 key: key.clone(),
+                command: command.clone(),
                 effect: effect.clone(),
             }),
             Event::Setup { t_us, key, .. } => {

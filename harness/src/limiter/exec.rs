@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -144,6 +145,9 @@ pub struct ExecSession {
     gone: Arc<Mutex<Option<String>>>,
     child: Mutex<Option<Child>>,
     pgid: Option<i32>,
+    stopping: Arc<AtomicBool>,
+    recorder: crate::history::Recorder,
+    clock: crate::clock::RunClock,
 }
 
 impl ExecSession {
@@ -173,7 +177,6 @@ impl ExecSession {
             .spawn()
             .map_err(|e| fail(format!("could not start `sh -c {}`: {e}", spec.command)))?;
         let pgid = child.id().map(|p| p as i32);
-        let stdin = child.stdin.take().expect("piped stdin");
         let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
         let stderr_hint = format!("its stderr is in {}", stderr_path.display());
 
@@ -183,7 +186,13 @@ impl ExecSession {
                 HELLO_TIMEOUT.as_secs()
             )),
             Ok(Ok(None)) | Ok(Err(_)) => {
-                let status = child.wait().await.map(|s| s.to_string()).unwrap_or_default();
+                // Its stdout is closed but it may still run (stdout redirected): let it see
+                // EOF on stdin, give it a moment; the group is killed below either way.
+                drop(child.stdin.take());
+                let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+                    Ok(Ok(status)) => status.to_string(),
+                    _ => "still running with its stdout closed".to_owned(),
+                };
                 Err(format!(
                     "the adapter exited before its hello line ({status}); {stderr_hint}"
                 ))
@@ -195,6 +204,7 @@ impl ExecSession {
                 )
             }),
         };
+        let stdin = child.stdin.take();
         let hello = match hello {
             Ok(h) => h,
             Err(reason) => {
@@ -212,9 +222,10 @@ impl ExecSession {
 
         let pending: Pending = Arc::default();
         let gone: Arc<Mutex<Option<String>>> = Arc::default();
+        let stopping = Arc::new(AtomicBool::new(false));
         let (recorder, clock) = (env.recorder.clone(), env.clock);
         {
-            let (pending, gone) = (Arc::clone(&pending), Arc::clone(&gone));
+            let (pending, gone, stopping) = (Arc::clone(&pending), Arc::clone(&gone), Arc::clone(&stopping));
             tokio::spawn(async move {
                 let problem = |detail: String, fatal: bool| {
                     recorder.record(Event::Problem {
@@ -255,9 +266,20 @@ impl ExecSession {
                     };
                     let _ = waiter.send(decision(reply));
                 };
-                problem(end.clone(), false);
+                // Going away before the harness asked it to is the adapter's failure: what it
+                // would have decided afterwards is unknown, so the run cannot pass.
+                let during_run = !stopping.load(Ordering::Acquire);
+                problem(
+                    if during_run {
+                        format!("{end} during the run")
+                    } else {
+                        end.clone()
+                    },
+                    during_run,
+                );
+                let mut pending = pending.lock().expect("pending lock");
                 *gone.lock().expect("gone lock") = Some(end.clone());
-                for (_, waiter) in pending.lock().expect("pending lock").drain() {
+                for (_, waiter) in pending.drain() {
                     let _ = waiter.send(Err(indeterminate(format!("{end} before replying"))));
                 }
             });
@@ -271,11 +293,14 @@ impl ExecSession {
             commands: spec.commands().to_owned(),
             algorithm: hello.algorithm.unwrap_or(spec.algorithm),
             round_trips_max: hello.round_trips_max.unwrap_or(u32::MAX),
-            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            stdin: tokio::sync::Mutex::new(stdin),
             pending,
             gone,
             child: Mutex::new(Some(child)),
             pgid,
+            stopping,
+            recorder: env.recorder.clone(),
+            clock: env.clock,
         })
     }
 }
@@ -327,8 +352,11 @@ fn kill_group(pgid: Option<i32>) {
 }
 
 impl Drop for ExecSession {
+    /// An interrupted run: the adapter (unless already reaped) and its group go with it.
     fn drop(&mut self) {
-        kill_group(self.pgid);
+        if self.child.get_mut().is_ok_and(|c| c.is_some()) {
+            kill_group(self.pgid);
+        }
     }
 }
 
@@ -356,11 +384,16 @@ impl Limiter for ExecSession {
 
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, _limit: &Limit) -> RedisResult<Decision> {
         let req = wire.request();
-        if let Some(why) = self.gone.lock().expect("gone lock").clone() {
-            return Err(RedisError::from((ErrorKind::Client, "the adapter is not running", why)));
-        }
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().expect("pending lock").insert(req.id, tx);
+        {
+            // Checked under the pending lock, which the reader holds while it drains: a
+            // request is either drained or refused, never left waiting.
+            let mut pending = self.pending.lock().expect("pending lock");
+            if let Some(why) = self.gone.lock().expect("gone lock").clone() {
+                return Err(RedisError::from((ErrorKind::Client, "the adapter is not running", why)));
+            }
+            pending.insert(req.id, tx);
+        }
         let mut line = serde_json::to_vec(&RequestLine {
             id: req.id,
             identity: req.identity,
@@ -369,13 +402,16 @@ impl Limiter for ExecSession {
         })
         .expect("a request line serializes");
         line.push(b'\n');
-        let written = {
+        // An adapter that stops reading fills the pipe: the write gives up with the reply.
+        let written = tokio::time::timeout(REPLY_TIMEOUT, async {
             let mut stdin = self.stdin.lock().await;
             match stdin.as_mut() {
                 Some(s) => s.write_all(&line).await.and(s.flush().await),
                 None => Err(std::io::Error::other("stdin closed")),
             }
-        };
+        })
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the adapter has not read its stdin for 5 s")));
         if let Err(e) = written {
             self.pending.lock().expect("pending lock").remove(&req.id);
             return Err(RedisError::from((
@@ -389,16 +425,26 @@ impl Limiter for ExecSession {
             Ok(Err(_)) => Err(indeterminate("the adapter went away before replying".into())),
             Err(_) => {
                 self.pending.lock().expect("pending lock").remove(&req.id);
-                Err(indeterminate(format!(
-                    "protocol violation: no reply within {} ms",
-                    REPLY_TIMEOUT.as_millis()
-                )))
+                let detail = format!(
+                    "protocol violation: no reply within {} ms to request #{}",
+                    REPLY_TIMEOUT.as_millis(),
+                    req.id
+                );
+                self.recorder.record(Event::Problem {
+                    t_us: self.clock.now_us(),
+                    source: "exec-adapter".into(),
+                    detail: detail.clone(),
+                    fatal: false,
+                });
+                Err(indeterminate(detail))
             }
         }
     }
 
     async fn stop(&self) {
-        // EOF on stdin asks the adapter to exit; it gets a moment, then the group is killed.
+        self.stopping.store(true, Ordering::Release);
+        // EOF on stdin asks the adapter to exit; it gets a moment, then the group is killed
+        // (with what it started). Once reaped, its group id may be reused: no more signals.
         self.stdin.lock().await.take();
         let child = self.child.lock().expect("child lock").take();
         if let Some(mut child) = child {
@@ -408,8 +454,9 @@ impl Limiter for ExecSession {
             {
                 kill_group(self.pgid);
                 let _ = child.wait().await;
+            } else {
+                kill_group(self.pgid);
             }
         }
-        kill_group(self.pgid);
     }
 }

@@ -132,6 +132,7 @@ impl Nemesis {
             kind: rule.action.kind_name().to_owned(),
             request: Some(req.id),
             key: Some(req.key.clone()),
+            command: command.commands.first().cloned(),
             effect,
         });
         Some(rule.action.clone())
@@ -168,6 +169,7 @@ impl Nemesis {
             kind: kind.to_owned(),
             request: Some(req.id),
             key: Some(req.key.clone()),
+            command: None,
             effect,
         });
         outcome

@@ -73,41 +73,80 @@ fn fit_transactions(trip: &[Command], actions: &mut [Action]) {
     }
 }
 
+/// Which identity each command of a read belongs to: the identity of the first limiter key
+/// it names; a keyless command inside MULTI … EXEC belongs to the transaction's identity.
+fn owners(trip: &[Command], inflight: &InFlight) -> Vec<Option<u32>> {
+    let mut owners: Vec<Option<u32>> = trip
+        .iter()
+        .map(|c| c.keys().into_iter().find_map(|k| inflight.identity_of(k)))
+        .collect();
+    let mut i = 0;
+    while i < trip.len() {
+        if trip[i].is("MULTI")
+            && let Some(len) = trip[i..].iter().position(|c| c.is("EXEC") || c.is("DISCARD"))
+        {
+            let block = i..=i + len;
+            if let Some(owner) = owners[block.clone()].iter().flatten().next().copied() {
+                for o in &mut owners[block] {
+                    o.get_or_insert(owner);
+                }
+            }
+            i += len + 1;
+        } else {
+            i += 1;
+        }
+    }
+    owners
+}
+
 #[async_trait]
 impl ProxyHook for NemesisHook {
     async fn before_forward(&self, conn: u64, trip: &[Command]) -> Vec<Action> {
         let mut actions = vec![Action::Forward; trip.len()];
-        let whole = summary(trip);
-        let identity = whole.keys.iter().find_map(|k| self.inflight.identity_of(k.as_bytes()));
-        let found = identity.and_then(|id| self.inflight.trip(id, &whole.label()));
-        self.recorder.record(Event::Wire {
-            t_us: self.clock.now_us(),
-            conn,
-            request: found.as_ref().map(|(ctx, _)| ctx.id),
-            commands: trip.iter().map(Command::display).collect(),
-        });
-        let Some((ctx, number)) = found else {
-            return actions;
-        };
-        if number > 1 {
-            let outcome = self.nemesis.before_trip(&ctx, number, &whole).await;
-            if let Some(hold) = outcome.hold {
-                self.inflight.hold(&ctx, hold);
-            }
-            if outcome.client_dies.is_some() {
-                return vec![Action::Reset; trip.len()];
+        let owners = owners(trip, &self.inflight);
+        // One round trip per identity in the read (a connection shared by requests of
+        // several identities carries them together), in order of first appearance.
+        let mut identities: Vec<Option<u32>> = Vec::new();
+        for owner in &owners {
+            if !identities.contains(owner) {
+                identities.push(*owner);
             }
         }
-        for (command, action) in trip.iter().zip(actions.iter_mut()) {
-            let one = summary(std::slice::from_ref(command));
-            if let Some(fault) = self.nemesis.on_command(&ctx, number, &one) {
-                *action = match fault {
-                    CommandFaultAction::DelayReply { delay_ms } => Action::DelayReply(Duration::from_millis(delay_ms)),
-                    CommandFaultAction::DropReply => Action::DropReply,
-                    CommandFaultAction::InjectError { error } => Action::Inject(resp::error_reply(&error)),
-                    CommandFaultAction::ResetConnection => Action::Reset,
-                };
-                break;
+        for identity in identities {
+            let positions: Vec<usize> = (0..trip.len()).filter(|&i| owners[i] == identity).collect();
+            let commands: Vec<Command> = positions.iter().map(|&i| trip[i].clone()).collect();
+            let part = summary(&commands);
+            let found = identity.and_then(|id| self.inflight.trip(id, &part.label()));
+            self.recorder.record(Event::Wire {
+                t_us: self.clock.now_us(),
+                conn,
+                request: found.as_ref().map(|(ctx, _)| ctx.id),
+                commands: commands.iter().map(Command::display).collect(),
+            });
+            let Some((ctx, number)) = found else { continue };
+            if number > 1 {
+                let outcome = self.nemesis.before_trip(&ctx, number, &part).await;
+                if let Some(hold) = outcome.hold {
+                    self.inflight.hold(&ctx, hold);
+                }
+                if outcome.client_dies.is_some() {
+                    // The client dies: nothing of this read reaches the server.
+                    return vec![Action::Reset; trip.len()];
+                }
+            }
+            for &i in &positions {
+                let one = summary(std::slice::from_ref(&trip[i]));
+                if let Some(fault) = self.nemesis.on_command(&ctx, number, &one) {
+                    actions[i] = match fault {
+                        CommandFaultAction::DelayReply { delay_ms } => {
+                            Action::DelayReply(Duration::from_millis(delay_ms))
+                        }
+                        CommandFaultAction::DropReply => Action::DropReply,
+                        CommandFaultAction::InjectError { error } => Action::Inject(resp::error_reply(&error)),
+                        CommandFaultAction::ResetConnection => Action::Reset,
+                    };
+                    break;
+                }
             }
         }
         fit_transactions(trip, &mut actions);
@@ -153,6 +192,24 @@ mod tests {
                     "EXECABORT Transaction discarded because of previous errors."
                 )),
             ]
+        );
+    }
+
+    #[test]
+    fn commands_belong_to_the_identity_of_their_key() {
+        let inflight = InFlight::new("rl:", 4);
+        let t = trip(&[
+            "GET rl:0",
+            "MULTI",
+            "INCR rl:1",
+            "PEXPIRE rl:1 5",
+            "EXEC",
+            "PING",
+            "INCR rl:0",
+        ]);
+        assert_eq!(
+            owners(&t, &inflight),
+            vec![Some(0), Some(1), Some(1), Some(1), Some(1), None, Some(0)]
         );
     }
 
