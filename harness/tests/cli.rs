@@ -321,3 +321,39 @@ fn matrix_writes_the_table_and_exits_by_the_scenarios_expectations() {
         text(&none.stderr)
     );
 }
+
+#[test]
+fn ctrl_c_stops_the_matrix_without_writing_the_table_or_leaving_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = harness()
+        .args([
+            "matrix",
+            "--scenarios",
+            "steady-control",
+            "--backend",
+            "process",
+            "--jobs",
+            "2",
+            "--no-progress",
+            "--out",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let started = Instant::now();
+    while redis_servers_of(pid).is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(60), "no cell started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "interrupted: unknown\n{stderr}");
+    assert!(stderr.contains("interrupted after"), "{stderr}");
+    assert!(!dir.path().join("MATRIX.md").exists(), "no table from a partial matrix");
+    let left: Vec<String> = redis_servers_of(pid).into_iter().filter(|p| !zombie(p)).collect();
+    assert!(left.is_empty(), "servers left behind: {left:?}");
+}

@@ -17,7 +17,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 pub use verdict::{ANOMALIES_SHOWN, Anomaly, CheckResult, Verdict};
 
-use crate::history::{HistoryIndex, Request};
+use crate::history::{HistoryIndex, Outcome, Request};
 use crate::limiter::Algorithm;
 use crate::scenario::{CheckConfig, Invariant, Limit};
 
@@ -64,13 +64,28 @@ fn check_one(invariant: Invariant, input: &CheckInput<'_>) -> CheckResult {
     }
 }
 
-/// A Valid verdict from a run that lost what it needed to see is Unknown.
+/// A Valid verdict from a run that lost what it needed to see is Unknown; so is one from a
+/// run in which the limiter decided nothing (every request an error or unanswered): there
+/// was no behaviour to judge — except for `errors-surfaced`, where errors are the point.
 fn downgrade_if_blind(mut result: CheckResult, history: &HistoryIndex) -> CheckResult {
-    if result.verdict == Verdict::Valid
-        && let Some((source, detail, _)) = history.fatal_problem()
-    {
+    if result.verdict != Verdict::Valid {
+        return result;
+    }
+    if let Some((source, detail, _)) = history.fatal_problem() {
         result.verdict = Verdict::Unknown;
         result.summary = format!("no violation seen, but the run could not finish observing ({source}: {detail})");
+    } else if result.invariant != Invariant::ErrorsSurfaced
+        && !history.requests.is_empty()
+        && !history
+            .requests
+            .iter()
+            .any(|r| matches!(r.outcome, Some(Outcome::Allowed | Outcome::Rejected)))
+    {
+        result.verdict = Verdict::Unknown;
+        result.summary = format!(
+            "no violation seen, but none of the {} requests got a decision (all errors or unanswered)",
+            history.requests.len()
+        );
     }
     result
 }

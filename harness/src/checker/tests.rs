@@ -1423,3 +1423,14 @@ fn a_surfaced_error_is_valid_and_no_injection_is_unknown() {
     let nothing = HistoryBuilder::new().allowed(1, 0, 0, 2, 1).check_one(ErrorsSurfaced);
     assert_verdict(&nothing, Verdict::Unknown);
 }
+
+#[test]
+fn a_run_in_which_nothing_was_decided_is_unknown() {
+    let result = HistoryBuilder::new()
+        .request(1, 0, 0, 2, Outcome::Error, None, &["INCR"])
+        .request(2, 0, 10, 12, Outcome::Indeterminate, None, &["INCR"])
+        .empty_final_audit(3000)
+        .check_one(TtlPresent);
+    assert_verdict(&result, Verdict::Unknown);
+    assert_summary_has(&result, "none of the 2 requests got a decision");
+}

@@ -171,6 +171,16 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         limiters.len(),
         args.jobs
     );
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let on_signal = tokio::spawn({
+        let cancel = cancel.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("limiter-harness matrix: interrupted; no further cell starts, the running ones stop");
+                cancel.cancel();
+            }
+        }
+    });
     let cells = matrix::run_matrix(MatrixConfig {
         scenarios: scenarios.clone(),
         limiters,
@@ -179,9 +189,20 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         runs_dir: args.out.join("runs/matrix"),
         seed: args.seed,
         via_proxy: server.via_proxy,
+        cancel: cancel.clone(),
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
     })
     .await;
+    on_signal.abort();
+    if cancel.is_cancelled() {
+        eprintln!(
+            "limiter-harness matrix: interrupted after {:.1} s; {} was left as it was (the cells that ran have their reports under {})",
+            started.elapsed().as_secs_f64(),
+            args.out.join("MATRIX.md").display(),
+            args.out.join("runs/matrix").display()
+        );
+        return Ok(ExitCode::Unknown);
+    }
     let table = render_table(&scenarios, &names, &cells, &context);
     std::fs::create_dir_all(&args.out).map_err(|e| SetupError::io("cannot create", &args.out, e))?;
     let path = args.out.join("MATRIX.md");

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -27,6 +29,9 @@ pub struct MatrixConfig {
     pub seed: Option<u64>,
     /// Route every limiter's traffic through the fault proxy.
     pub via_proxy: bool,
+    /// Cancelled (Ctrl-C): no further cell starts; the running ones stop themselves (each
+    /// run handles the signal) and end unknown.
+    pub cancel: CancellationToken,
     pub show_progress: bool,
 }
 
@@ -80,6 +85,9 @@ pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
         .map(|(i, scenario, limiter)| {
             let (bar, config) = (bar.clone(), &config);
             async move {
+                if config.cancel.is_cancelled() {
+                    return (i, not_run(scenario, limiter));
+                }
                 let cell = run_cell(config, scenario, limiter).await;
                 let verdict = match &cell.outcome {
                     Ok(r) => r.verdict.name().to_uppercase(),
@@ -167,6 +175,18 @@ async fn on_own_thread(run: RunConfig) -> Result<Report, String> {
     }
     rx.await
         .unwrap_or_else(|_| Err("the cell's thread died (a harness bug)".into()))
+}
+
+fn not_run(scenario: &Scenario, limiter: &Arc<dyn Limiter>) -> Cell {
+    let name = limiter.name().to_owned();
+    Cell {
+        scenario: scenario.name.clone(),
+        expected_fail: scenario.expect.fail.contains(&name),
+        note: None,
+        limiter: name,
+        outcome: Err("not run: the matrix was interrupted".into()),
+        wall_ms: 0,
+    }
 }
 
 /// A limiter name as a directory name.
