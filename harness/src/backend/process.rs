@@ -55,6 +55,24 @@ impl ProcessBackend {
     }
 }
 
+/// The `process_id` the server at `url` reports.
+async fn server_pid(url: &str) -> Result<u32, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|p| p.trim().parse().ok())
+        .ok_or_else(|| "INFO server has no process_id".to_owned())
+}
+
 fn free_port() -> Result<u16, String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
@@ -88,12 +106,25 @@ impl Backend for ProcessBackend {
             let port = free_port().map_err(&fail)?;
             let mut child = self.try_start(port, dir.path()).await.map_err(&fail)?;
             let url = format!("redis://127.0.0.1:{port}");
-            match wait_ready(&url, Duration::from_secs(5)).await {
+            let pid = child.id().unwrap_or_default();
+            // Recorded at once, so that `clean` finds it even if the harness dies while it starts.
+            let pid_file = pid_dir().join(pid.to_string());
+            let _ = std::fs::create_dir_all(pid_dir());
+            let _ = std::fs::write(&pid_file, format!("{}\n{run_id}\n", self.redis.binary.display()));
+            // Another run may have taken the port between `free_port` and the bind: then our
+            // server exits and the PONG comes from theirs. Only our own process will do.
+            let ready = match wait_ready(&url, Duration::from_secs(5)).await {
+                Ok(()) => match server_pid(&url).await {
+                    Ok(answered) if answered == pid && matches!(child.try_wait(), Ok(None)) => Ok(()),
+                    Ok(answered) => Err(format!(
+                        "port {port} is answered by process {answered}, not by the server started ({pid})"
+                    )),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            };
+            match ready {
                 Ok(()) => {
-                    let pid = child.id().unwrap_or_default();
-                    let pid_file = pid_dir().join(pid.to_string());
-                    let _ = std::fs::create_dir_all(pid_dir());
-                    let _ = std::fs::write(&pid_file, format!("{}\n{run_id}\n", self.redis.binary.display()));
                     return Ok(Box::new(ProcessHandle {
                         child,
                         url,
@@ -104,6 +135,7 @@ impl Backend for ProcessBackend {
                 }
                 Err(e) => {
                     let _ = child.kill().await;
+                    let _ = std::fs::remove_file(&pid_file);
                     let log = std::fs::read_to_string(dir.path().join("redis.log")).unwrap_or_default();
                     last_error = format!("{e}; server log: {}", log.lines().last().unwrap_or("(empty)"));
                 }

@@ -25,15 +25,43 @@ impl GapMatch {
     }
 }
 
-/// A fault rule with its budget: fires at most `times_max` times (unbounded when `None`).
+/// How many times a rule may still fire: at most `times_max` (unbounded when `None`).
+#[derive(Debug)]
+pub struct Budget {
+    pub times_max: Option<u64>,
+    fired: AtomicU64,
+}
+
+impl Budget {
+    pub fn new(times_max: Option<u64>) -> Self {
+        Self {
+            times_max,
+            fired: AtomicU64::new(0),
+        }
+    }
+
+    /// Take one firing if any is left.
+    pub fn take(&self) -> bool {
+        self.fired
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                self.times_max.is_none_or(|max| n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    pub fn fired(&self) -> u64 {
+        self.fired.load(Ordering::Acquire)
+    }
+}
+
+/// A fault rule that strikes in the gap before a round trip, with its budget.
 #[derive(Debug)]
 pub struct GapRule {
     /// Index of the fault in the scenario.
     pub fault: usize,
     pub matcher: GapMatch,
     pub action: GapFaultAction,
-    pub times_max: Option<u64>,
-    fired: AtomicU64,
+    pub budget: Budget,
 }
 
 impl GapRule {
@@ -47,25 +75,17 @@ impl GapRule {
                 trip: None,
             },
             action: spec.action,
-            times_max: spec.times,
-            fired: AtomicU64::new(0),
+            budget: Budget::new(spec.times),
         }
     }
 
     /// Claims one firing if the gap matches and the budget allows; true means "strike now".
     pub fn claim(&self, req: &RequestCtx, trip: usize, next: &TripSummary) -> bool {
-        if !self.matcher.matches(req, trip, next) {
-            return false;
-        }
-        self.fired
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                self.times_max.is_none_or(|max| n < max).then_some(n + 1)
-            })
-            .is_ok()
+        self.matcher.matches(req, trip, next) && self.budget.take()
     }
 
     pub fn fired(&self) -> u64 {
-        self.fired.load(Ordering::Acquire)
+        self.budget.fired()
     }
 }
 
@@ -76,8 +96,7 @@ pub struct CommandRule {
     pub fault: usize,
     pub matcher: GapMatch,
     pub action: CommandFaultAction,
-    pub times_max: Option<u64>,
-    fired: AtomicU64,
+    pub budget: Budget,
 }
 
 impl CommandRule {
@@ -91,28 +110,19 @@ impl CommandRule {
                 trip: None,
             },
             action: spec.action.clone(),
-            times_max: spec.times,
-            fired: AtomicU64::new(0),
+            budget: Budget::new(spec.times),
         }
     }
 
     /// Claims one firing for `command` (a one-command summary) of the request. A rule that
     /// names no command strikes commands on the request's key only (not MULTI, PING, …).
     pub fn claim(&self, req: &RequestCtx, trip: usize, command: &TripSummary) -> bool {
-        if !self.matcher.matches(req, trip, command)
-            || (self.matcher.before_commands.is_empty() && command.keys.is_empty())
-        {
-            return false;
-        }
-        self.fired
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                self.times_max.is_none_or(|max| n < max).then_some(n + 1)
-            })
-            .is_ok()
+        let names_a_key_or_is_named = !self.matcher.before_commands.is_empty() || !command.keys.is_empty();
+        names_a_key_or_is_named && self.matcher.matches(req, trip, command) && self.budget.take()
     }
 
     pub fn fired(&self) -> u64 {
-        self.fired.load(Ordering::Acquire)
+        self.budget.fired()
     }
 }
 
