@@ -252,3 +252,25 @@ async fn losing_the_server_mid_run_is_unknown_with_the_history_saved() {
     let completes = history.iter().filter(|e| matches!(e, Event::Complete { .. })).count();
     assert_eq!(invokes, completes, "every invocation has its one completion");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_setting_the_server_refuses_half_way_still_restores_the_ones_applied() {
+    let Some(server) = TestServer::start(Kind::Process).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let dir = tempfile::tempdir().unwrap();
+    // maxmemory-policy is applied, then the server refuses the unknown parameter.
+    let scenario =
+        quiet_scenario("[server]\nmaxmemory_policy = \"allkeys-lru\"\nconfig = { no-such-parameter = \"1\" }");
+    let err = runner::run(url_run(scenario, &server.url, dir.path(), true))
+        .await
+        .expect_err("the server refuses the setting");
+    assert!(err.to_string().contains("no-such-parameter"), "{err}");
+    assert_eq!(
+        config_get(&mut conn, "maxmemory-policy").await,
+        "noeviction",
+        "the setting applied before the failure is restored"
+    );
+    server.stop().await;
+}

@@ -42,6 +42,10 @@ pub struct RunState {
     pub problems: Vec<String>,
     /// How the limiter's traffic reached the server, when through the fault proxy.
     pub proxy: Option<String>,
+    /// Set once the run has written to a server it did not start (its URL).
+    pub leave_as_found: Option<String>,
+    /// Settings the run replaced, with their old values, to restore on such a server.
+    pub previous_settings: Vec<(String, String)>,
     /// The limiter instance driven, when it is not the configured one (an adapter process,
     /// whose hello may name it and declare its algorithm).
     pub limiter: Option<Arc<dyn Limiter>>,
@@ -89,15 +93,17 @@ pub async fn execute(
     let owned = config.backend.owns_servers();
     if !owned {
         refuse_existing_keys(config, &mut admin, &url).await?;
+        // From here on the run writes to a server it did not start: whatever happens next
+        // (an error, Ctrl-C), `run` deletes the run's keys and restores the settings.
+        state.leave_as_found = Some(url.clone());
     }
     let may_configure = owned || config.allow_reconfigure;
     let events_on = may_configure || keyspace_events_enabled(&mut admin).await.unwrap_or(false);
-    let (settings, previous) = if may_configure {
-        configure(&mut admin, &scenario.server, true).await?
+    state.settings = if may_configure {
+        configure(&mut admin, &scenario.server, true, &mut state.previous_settings).await?
     } else {
-        (Vec::new(), Vec::new())
+        Vec::new()
     };
-    state.settings = settings;
     recorder.record(Event::Run {
         scenario: scenario.name.clone(),
         limiter: config.limiter.name().to_owned(),
@@ -255,9 +261,6 @@ pub async fn execute(
         state,
     )
     .await;
-    if !owned {
-        leave_server_as_found(&mut admin, &prefix, &previous, state).await;
-    }
     Ok(())
 }
 
@@ -308,7 +311,12 @@ async fn refuse_existing_keys(
     url: &str,
 ) -> Result<(), SetupError> {
     let prefix = &config.scenario.limit.key_prefix;
-    let existing = count_keys(admin, &format!("{prefix}*")).await.unwrap_or(0);
+    let existing = count_keys(admin, &format!("{prefix}*"))
+        .await
+        .map_err(|e| SetupError::Connect {
+            url: url.to_owned(),
+            reason: format!("could not check for existing keys under `{prefix}`: {e}"),
+        })?;
     if existing == 0 {
         return Ok(());
     }
@@ -327,7 +335,7 @@ async fn configure_cache(
 ) -> Result<MultiplexedConnection, SetupError> {
     let mut conn = connect(url).await?;
     let cache_config = config.scenario.cache_server.clone().unwrap_or_default();
-    let (settings, _) = configure(&mut conn, &cache_config, false).await?;
+    let settings = configure(&mut conn, &cache_config, false, &mut Vec::new()).await?;
     let info = server_info(&mut conn).await.map_err(|e| SetupError::Connect {
         url: url.to_owned(),
         reason: e.to_string(),
@@ -452,13 +460,20 @@ async fn finish_stats(
 }
 
 /// On a server the harness did not start: delete the run's own keys and put back any
-/// setting it changed (only possible with --allow-reconfigure).
-async fn leave_server_as_found(
-    admin: &mut MultiplexedConnection,
-    prefix: &str,
-    previous: &[(String, String)],
-    state: &mut RunState,
-) {
+/// setting it changed (only possible with --allow-reconfigure). Called by [`super::run`] on
+/// every way out once the run has written to such a server.
+pub async fn leave_server_as_found(url: &str, prefix: &str, state: &mut RunState) {
+    let previous = std::mem::take(&mut state.previous_settings);
+    let mut conn = match connect(url).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            state.problems.push(format!(
+                "could not reconnect to delete the run's keys and restore settings: {e}"
+            ));
+            return;
+        }
+    };
+    let admin = &mut conn;
     for pattern in [format!("{prefix}*"), format!("{CACHE_PREFIX}*")] {
         if let Err(e) = delete_keys(admin, &pattern).await {
             state
@@ -466,5 +481,5 @@ async fn leave_server_as_found(
                 .push(format!("could not delete the run's keys {pattern}: {e}"));
         }
     }
-    state.problems.extend(restore(admin, previous).await);
+    state.problems.extend(restore(admin, &previous).await);
 }

@@ -79,6 +79,10 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     if let Some(limiter) = &state.limiter {
         limiter.stop().await;
     }
+    // And a server the harness did not start is left as found, on every way out too.
+    if let Some(url) = state.leave_as_found.take() {
+        execute::leave_server_as_found(&url, &config.scenario.limit.key_prefix, &mut state).await;
+    }
     let servers_described = servers.describe();
     let leftovers = servers.stop().await;
     let wall_ms = clock.now_us() / 1000;

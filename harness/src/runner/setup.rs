@@ -82,18 +82,19 @@ impl Servers {
 }
 
 /// Apply `config` with CONFIG SET (and the keyspace flags when `with_events`); returns the
-/// settings applied as "name value", and the values they replaced.
+/// settings applied as "name value". The values they replaced go into `previous` one by
+/// one, so that a failure half-way still leaves what to restore.
 pub async fn configure(
     conn: &mut MultiplexedConnection,
     config: &ServerConfig,
     with_events: bool,
-) -> Result<(Vec<String>, Vec<(String, String)>), SetupError> {
+    previous: &mut Vec<(String, String)>,
+) -> Result<Vec<String>, SetupError> {
     let mut settings: Vec<(String, String)> = config.settings.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     if with_events {
         settings.push(("notify-keyspace-events".into(), KEYSPACE_FLAGS.into()));
     }
     let mut applied = Vec::new();
-    let mut previous = Vec::new();
     for (name, value) in settings {
         let old: Vec<String> = redis::cmd("CONFIG")
             .arg("GET")
@@ -117,7 +118,7 @@ pub async fn configure(
         }
         applied.push(format!("{name} {value}"));
     }
-    Ok((applied, previous))
+    Ok(applied)
 }
 
 /// Put back settings replaced by [`configure`] (servers the harness did not start).
