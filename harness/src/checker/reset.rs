@@ -43,7 +43,15 @@ pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
     if drops.expired > 0 {
         notes.push(format!("{} window(s) ended by expiry, as they should", drops.expired));
     }
-    let otherwise = if drops.unexplained_blind > 0 {
+    let otherwise = if !history.keyspace_complete && !input.algorithm.counts_only_grow() {
+        (
+            Verdict::Unknown,
+            format!(
+                "keyspace notifications were not available, so evictions cannot be seen, and a {}'s counts are not judged: nothing to judge a reset by",
+                input.algorithm.name()
+            ),
+        )
+    } else if drops.unexplained_blind > 0 {
         (
             Verdict::Unknown,
             format!(

@@ -1434,3 +1434,31 @@ fn a_run_in_which_nothing_was_decided_is_unknown() {
     assert_verdict(&result, Verdict::Unknown);
     assert_summary_has(&result, "none of the 2 requests got a decision");
 }
+
+#[test]
+fn no_counter_reset_is_unknown_for_a_log_without_keyspace_notifications() {
+    let history = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .allowed(2, 0, 10, 11, 2)
+        .keyspace_lost();
+    assert_verdict(
+        &history.check_one_as(Algorithm::SlidingLog, NoCounterReset),
+        Verdict::Unknown,
+    );
+    assert_verdict(
+        &history.check_one_as(Algorithm::FixedWindow, NoCounterReset),
+        Verdict::Valid,
+    );
+}
+
+#[test]
+fn ttl_present_is_unknown_when_a_planted_key_never_came_due() {
+    // Planted without a TTL, answered once, and the run ended before a window had passed.
+    let result = HistoryBuilder::new()
+        .setup(0, "rl:0", "SET rl:0 20 (no TTL)")
+        .rejected(1, 0, 10, 11, 20)
+        .sample(100, true, &[("rl:0", -1, Some("20"))])
+        .check_one(TtlPresent);
+    assert_verdict(&result, Verdict::Unknown);
+    assert_summary_has(&result, "never asked to decide on them");
+}

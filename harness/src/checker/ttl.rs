@@ -14,10 +14,16 @@ pub fn ttl_present(input: &CheckInput<'_>) -> CheckResult {
     let mut first_seen: BTreeMap<&str, (&Sample, Option<String>, usize)> = BTreeMap::new();
     let mut excused = 0usize;
     let mut untouched = 0usize;
+    // Planted keys still without a TTL at the final audit that the limiter never had its
+    // chance to heal: nothing can be said of them.
+    let mut never_due: Vec<&str> = Vec::new();
     for sample in &history.samples {
         for ks in sample.keys.iter().filter(|k| k.pttl_ms == -1) {
             if planted_not_yet_due(history, &ks.key, sample, input.limit.window_ms) {
                 untouched += 1;
+                if sample.final_audit {
+                    never_due.push(&ks.key);
+                }
                 continue;
             }
             if !sample.final_audit && in_flight(history, &ks.key, sample) {
@@ -37,6 +43,13 @@ pub fn ttl_present(input: &CheckInput<'_>) -> CheckResult {
     // An immortal key seen is a violation even if the run could not finish observing.
     let otherwise = match blind(history) {
         Some(why) => (Verdict::Unknown, why),
+        None if !never_due.is_empty() => (
+            Verdict::Unknown,
+            format!(
+                "planted key(s) {} still have no TTL, but the limiter was never asked to decide on them a window after its first answer: send traffic to them for longer",
+                never_due.join(", ")
+            ),
+        ),
         None => (
             Verdict::Valid,
             format!(
