@@ -274,3 +274,21 @@ async fn a_setting_the_server_refuses_half_way_still_restores_the_ones_applied()
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keyspace_notifications_follow_the_database_the_url_selects() {
+    let Some(server) = TestServer::start(Kind::Process).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("{}/3", server.url);
+    let outcome = runner::run(url_run(quiet_scenario(""), &url, dir.path(), true))
+        .await
+        .unwrap();
+    assert!(
+        outcome.report.observed.keyspace_events > 0,
+        "expirations in db 3 were seen: {:#?}",
+        outcome.report.observed
+    );
+    server.stop().await;
+}

@@ -34,6 +34,7 @@ async fn the_shipped_matrix_matches_its_reviewed_snapshots() {
         runs_dir: runs.path().to_owned(),
         seed: None,
         via_proxy: false,
+        allow_reconfigure: false,
         cancel: Default::default(),
         show_progress: false,
     })

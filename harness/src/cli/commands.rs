@@ -163,13 +163,19 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         server.backend = BackendChoice::Process;
     }
     let backend = backend_for(&server).await?;
+    let mut jobs = args.jobs;
+    if !backend.owns_servers() && jobs > 1 {
+        // Cells on one server share its keys and settings: one at a time.
+        eprintln!("limiter-harness matrix: one server for every cell (--backend url): running one cell at a time");
+        jobs = 1;
+    }
     let context = format!("`--backend {}`", backend.name());
     let started = std::time::Instant::now();
     eprintln!(
         "limiter-harness matrix: {} scenario(s) × {} limiter(s), {} at a time",
         scenarios.len(),
         limiters.len(),
-        args.jobs
+        jobs
     );
     let cancel = tokio_util::sync::CancellationToken::new();
     let on_signal = tokio::spawn({
@@ -185,10 +191,11 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         scenarios: scenarios.clone(),
         limiters,
         backend,
-        jobs: args.jobs,
+        jobs,
         runs_dir: args.out.join("runs/matrix"),
         seed: args.seed,
         via_proxy: server.via_proxy,
+        allow_reconfigure: server.allow_reconfigure,
         cancel: cancel.clone(),
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
     })

@@ -29,6 +29,8 @@ pub struct MatrixConfig {
     pub seed: Option<u64>,
     /// Route every limiter's traffic through the fault proxy.
     pub via_proxy: bool,
+    /// The user allowed reconfiguring a server the harness did not start (`--backend url`).
+    pub allow_reconfigure: bool,
     /// Cancelled (Ctrl-C): no further cell starts; the running ones stop themselves (each
     /// run handles the signal) and end unknown.
     pub cancel: CancellationToken,
@@ -137,7 +139,7 @@ async fn run_cell(config: &MatrixConfig, scenario: &Scenario, limiter: &Arc<dyn 
         backend: Arc::clone(&config.backend),
         seed,
         report_dir: config.runs_dir.join(&scenario.name).join(sanitize(&name)),
-        allow_reconfigure: false,
+        allow_reconfigure: config.allow_reconfigure,
         via_proxy: config.via_proxy,
         show_progress: false,
         reproduce,

@@ -25,8 +25,9 @@ pub async fn keyspace_events_enabled(conn: &mut MultiplexedConnection) -> redis:
     Ok(flags.contains('K') && has('g') && has('x') && has('e'))
 }
 
-/// Subscribe to `__keyspace@0__:<prefix>*` and record every notification until `stop`.
-/// Returns once the subscription is active, so no event of the run is missed.
+/// Subscribe to `__keyspace@<db>__:<prefix>*` (the database the URL selects) and record
+/// every notification until `stop`. Returns once the subscription is active, so no event of
+/// the run is missed.
 pub async fn subscribe_keyspace(
     url: &str,
     prefix: &str,
@@ -35,8 +36,9 @@ pub async fn subscribe_keyspace(
     stop: CancellationToken,
 ) -> redis::RedisResult<JoinHandle<u64>> {
     let client = redis::Client::open(url)?;
+    let db = client.get_connection_info().redis_settings().db();
     let mut pubsub = client.get_async_pubsub().await?;
-    let channel_prefix = "__keyspace@0__:";
+    let channel_prefix = format!("__keyspace@{db}__:");
     pubsub.psubscribe(format!("{channel_prefix}{prefix}*")).await?;
     Ok(tokio::spawn(async move {
         let mut messages = pubsub.on_message();
@@ -46,7 +48,7 @@ pub async fn subscribe_keyspace(
                 () = stop.cancelled() => break,
                 msg = messages.next() => match msg {
                     Some(msg) => {
-                        let key = msg.get_channel_name().strip_prefix(channel_prefix).unwrap_or_default().to_owned();
+                        let key = msg.get_channel_name().strip_prefix(channel_prefix.as_str()).unwrap_or_default().to_owned();
                         let event: String = msg.get_payload().unwrap_or_default();
                         seen += 1;
                         recorder.record(Event::Keyspace { t_us: clock.now_us(), key, event });
