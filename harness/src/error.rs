@@ -73,6 +73,11 @@ pub enum SetupError {
     #[error("limiter `{limiter}` could not be prepared on the server: {reason}")]
     LimiterPrepare { limiter: String, reason: String },
 
+    #[error(
+        "the adapter of limiter `{limiter}` could not be started: {reason}\n  help: run the command by hand: it must first print {{\"protocol\": 1}} on stdout, then answer one JSON line per request (docs/exec-protocol.md)"
+    )]
+    AdapterStart { limiter: String, reason: String },
+
     #[error("{action} {path}: {source}")]
     Io {
         action: &'static str,

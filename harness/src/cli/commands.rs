@@ -256,6 +256,12 @@ pub fn list() -> Result<ExitCode, SetupError> {
             say(&format!("      {line}"));
         }
     }
+    say("\nYour own limiter:");
+    say(
+        "  lua:PATH      a Lua script, SCRIPT LOADed and called with EVALSHA (NAME.toml beside it maps another convention)",
+    );
+    say("  exec:COMMAND  an adapter process speaking JSON lines (docs/exec-protocol.md), through the fault proxy");
+    say("  see docs/limiters.md");
     Ok(ExitCode::Valid)
 }
 

@@ -152,7 +152,7 @@ pub struct ExecSession {
 
 impl ExecSession {
     async fn spawn(spec: &ExecSpec, env: &LimiterEnv) -> Result<Self, SetupError> {
-        let fail = |reason: String| SetupError::LimiterPrepare {
+        let fail = |reason: String| SetupError::AdapterStart {
             limiter: spec.name.clone(),
             reason,
         };
