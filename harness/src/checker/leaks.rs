@@ -56,9 +56,35 @@ pub fn no_leaked_keys(input: &CheckInput<'_>) -> CheckResult {
             ),
         });
     }
-    let summary = format!(
-        "{} limiter key(s) at the final audit, none idle longer than a window",
-        audit.keys.len()
-    );
-    CheckResult::from_anomalies(Invariant::NoLeakedKeys, anomalies, (Verdict::Valid, summary)).with_rule(rule)
+    // Judged: the keys whose identity had been quiet for longer than a window at the audit.
+    // With none, a leak could not have shown.
+    let quiet = history
+        .by_key
+        .keys()
+        .filter(|key| {
+            history
+                .requests_on(key)
+                .filter_map(|r| r.complete_us)
+                .max()
+                .is_some_and(|answered| audit.t_start_us.saturating_sub(answered) > grace_us)
+        })
+        .count();
+    let otherwise = if quiet == 0 && anomalies.is_empty() {
+        (
+            Verdict::Unknown,
+            format!(
+                "no identity had been quiet for {} at the final audit: end the scenario with a quiet phase of a window",
+                ms(grace_us)
+            ),
+        )
+    } else {
+        (
+            Verdict::Valid,
+            format!(
+                "{} limiter key(s) at the final audit, none idle longer than a window ({quiet} quiet identities judged)",
+                audit.keys.len()
+            ),
+        )
+    };
+    CheckResult::from_anomalies(Invariant::NoLeakedKeys, anomalies, otherwise).with_rule(rule)
 }

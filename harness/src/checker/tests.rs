@@ -1204,7 +1204,10 @@ fn no_leaked_keys_allows_a_window_and_the_slack_of_idleness() {
             .allowed(1, 0, answered_ms - 2, answered_ms, 1)
             .sample(3000, true, &[("rl:0", -1, Some("1"))])
     };
-    assert_verdict(&history(1980).check_one(NoLeakedKeys), Verdict::Valid);
+    // Exactly a window and the slack idle: not a leak (and not yet judged either).
+    let boundary = history(1980).check_one(NoLeakedKeys);
+    assert!(boundary.anomalies.is_empty(), "{boundary:#?}");
+    assert_ne!(boundary.verdict, Verdict::Invalid);
     let result = history(1979).check_one(NoLeakedKeys);
     let anomaly = sole_anomaly(&result);
     assert_eq!(anomaly.kind, "leaked-key");
@@ -1461,4 +1464,20 @@ fn ttl_present_is_unknown_when_a_planted_key_never_came_due() {
         .check_one(TtlPresent);
     assert_verdict(&result, Verdict::Unknown);
     assert_summary_has(&result, "never asked to decide on them");
+}
+
+#[test]
+fn no_leaked_keys_is_unknown_when_no_identity_went_quiet_before_the_audit() {
+    // The last request was answered 100 ms before the audit: a leak could not show yet.
+    let busy = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .allowed(2, 0, 1900, 1901, 2)
+        .sample(2000, true, &[("rl:0", 400, Some("2"))])
+        .check_one(NoLeakedKeys);
+    assert_verdict(&busy, Verdict::Unknown);
+    let quiet = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .empty_final_audit(3000)
+        .check_one(NoLeakedKeys);
+    assert_verdict(&quiet, Verdict::Valid);
 }
