@@ -11,7 +11,7 @@ use super::exit::ExitCode;
 use crate::backend::{self, Backend, BackendChoice, BackendOptions};
 use crate::checker::Verdict;
 use crate::error::SetupError;
-use crate::limiter::{BUILTIN_NAMES, Limiter, builtin};
+use crate::limiter::{BUILTIN_NAMES, builtin};
 use crate::matrix::{self, MatrixConfig, glob_match, render_table};
 use crate::report::Report;
 use crate::runner::{self, RunConfig};
@@ -37,7 +37,7 @@ async fn backend_for(args: &BackendArgs) -> Result<Arc<dyn Backend>, SetupError>
 pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
     let path = find_scenario(&args.scenario)?;
     let scenario = load_scenario(&path)?;
-    let limiter = resolve_limiter(&args.limiter)?;
+    let limiter = crate::limiter::resolve(&args.limiter)?;
     let seed = args.seed.or(scenario.seed).unwrap_or_else(|| rand::rng().random());
     eprintln!(
         "limiter-harness: scenario {} × limiter {} — seed {seed}",
@@ -97,10 +97,6 @@ fn shell_quote(arg: &str) -> String {
     }
 }
 
-fn resolve_limiter(spec: &str) -> Result<Arc<dyn Limiter>, SetupError> {
-    crate::limiter::resolve(spec)
-}
-
 fn print_summary(report: &Report) {
     say(&format!(
         "{} × {} on {} ({}): {}",
@@ -151,7 +147,7 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
     };
     let limiters = names
         .iter()
-        .map(|n| resolve_limiter(n))
+        .map(|n| crate::limiter::resolve(n))
         .collect::<Result<Vec<_>, _>>()?;
     // The matrix prefers local processes: one fresh server per cell either way, the same
     // binary the image is built from, without docker-proxy relaying every packet.

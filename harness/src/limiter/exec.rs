@@ -38,7 +38,6 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct ExecSpec {
     name: String,
     command: String,
-    algorithm: Algorithm,
 }
 
 impl ExecSpec {
@@ -52,7 +51,6 @@ impl ExecSpec {
         Ok(Self {
             name: format!("exec:{command}"),
             command: command.to_owned(),
-            algorithm: Algorithm::FixedWindow,
         })
     }
 }
@@ -72,8 +70,9 @@ impl Limiter for ExecSpec {
         u32::MAX
     }
 
+    /// Until its hello says otherwise.
     fn algorithm(&self) -> Algorithm {
-        self.algorithm
+        Algorithm::FixedWindow
     }
 
     fn needs_proxy(&self) -> bool {
@@ -291,7 +290,7 @@ impl ExecSession {
         Ok(Self {
             name,
             commands: spec.commands().to_owned(),
-            algorithm: hello.algorithm.unwrap_or(spec.algorithm),
+            algorithm: hello.algorithm.unwrap_or(spec.algorithm()),
             round_trips_max: hello.round_trips_max.unwrap_or(u32::MAX),
             stdin: tokio::sync::Mutex::new(stdin),
             pending,

@@ -44,45 +44,41 @@ impl TripSummary {
         summary
     }
 
+    /// The summary of commands as the fault proxy parsed them off the wire.
+    pub fn of_commands<'c>(commands: impl IntoIterator<Item = &'c resp::Command>) -> Self {
+        let mut summary = Self::default();
+        for command in commands {
+            summary.push(command);
+        }
+        summary
+    }
+
     fn add(&mut self, cmd: &Cmd) {
-        let args: Vec<&[u8]> = cmd
-            .args_iter()
-            .filter_map(|a| match a {
-                Arg::Simple(bytes) => Some(bytes),
-                _ => None,
-            })
-            .collect();
-        let Some(name) = args.first() else { return };
-        let name = String::from_utf8_lossy(name).to_uppercase();
-        for key in command_keys(&name, &args[1..]) {
+        let args = cmd.args_iter().filter_map(|a| match a {
+            Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        });
+        self.push(&resp::Command::new(args));
+    }
+
+    /// One command: its name, and the keys it names (by the RESP crate's table, the same
+    /// for the `Wire` and the fault proxy).
+    fn push(&mut self, command: &resp::Command) {
+        if command.args.is_empty() {
+            return;
+        }
+        for key in command.keys() {
             let key = String::from_utf8_lossy(key).into_owned();
             if !self.keys.contains(&key) {
                 self.keys.push(key);
             }
         }
-        self.commands.push(name);
+        self.commands.push(command.name_upper());
     }
 
     /// The round trip as one history string, e.g. "MULTI INCR PEXPIRE EXEC".
     pub fn label(&self) -> String {
         self.commands.join(" ")
-    }
-}
-
-/// The keys a command names (a heuristic that covers the commands limiters use).
-fn command_keys<'a>(name: &str, args: &[&'a [u8]]) -> Vec<&'a [u8]> {
-    match name {
-        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO" => {
-            let numkeys = args
-                .get(1)
-                .and_then(|n| std::str::from_utf8(n).ok())
-                .and_then(|n| n.parse::<usize>().ok())
-                .unwrap_or(0);
-            args.iter().skip(2).take(numkeys).copied().collect()
-        }
-        "MULTI" | "EXEC" | "DISCARD" | "PING" | "SCRIPT" | "TIME" | "INFO" | "CONFIG" | "SCAN" => Vec::new(),
-        "MGET" | "DEL" | "EXISTS" | "UNLINK" => args.to_vec(),
-        _ => args.first().copied().into_iter().collect(),
     }
 }
 

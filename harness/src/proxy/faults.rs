@@ -20,20 +20,6 @@ pub struct NemesisHook {
     pub clock: RunClock,
 }
 
-pub(super) fn summary(commands: &[Command]) -> TripSummary {
-    let mut s = TripSummary::default();
-    for c in commands {
-        s.commands.push(c.name_upper());
-        for key in c.keys() {
-            let key = String::from_utf8_lossy(key).into_owned();
-            if !s.keys.contains(&key) {
-                s.keys.push(key);
-            }
-        }
-    }
-    s
-}
-
 /// A fault on a command queued inside MULTI … EXEC acts as a real server would on the
 /// transaction: an error at queue time aborts it (the server answers `+OK`, the error,
 /// `+QUEUED`…, then `-EXECABORT`, and runs none of it: nothing is forwarded); a lost or
@@ -114,14 +100,13 @@ impl ProxyHook for NemesisHook {
         }
         for identity in identities {
             let positions: Vec<usize> = (0..trip.len()).filter(|&i| owners[i] == identity).collect();
-            let commands: Vec<Command> = positions.iter().map(|&i| trip[i].clone()).collect();
-            let part = summary(&commands);
+            let part = TripSummary::of_commands(positions.iter().map(|&i| &trip[i]));
             let found = identity.and_then(|id| self.inflight.trip(id, &part.label()));
             self.recorder.record(Event::Wire {
                 t_us: self.clock.now_us(),
                 conn,
                 request: found.as_ref().map(|(ctx, _)| ctx.id),
-                commands: commands.iter().map(Command::display).collect(),
+                commands: positions.iter().map(|&i| trip[i].display()).collect(),
             });
             let Some((ctx, number)) = found else { continue };
             if number > 1 {
@@ -135,7 +120,7 @@ impl ProxyHook for NemesisHook {
                 }
             }
             for &i in &positions {
-                let one = summary(std::slice::from_ref(&trip[i]));
+                let one = TripSummary::of_commands([&trip[i]]);
                 if let Some(fault) = self.nemesis.on_command(&ctx, number, &one) {
                     actions[i] = match fault {
                         CommandFaultAction::DelayReply { delay_ms } => {
