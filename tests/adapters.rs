@@ -265,3 +265,200 @@ for n, line in enumerate(sys.stdin, 1):
         "{text}"
     );
 }
+
+// ---- real limiters with their own keys ----------------------------------------------------
+
+/// A shipped scenario with a window of `window_ms`, everything else scaled with it.
+fn rescaled(name: &str, window_ms: u64) -> limiter_harness::scenario::Scenario {
+    let mut s = scenario(name);
+    s.rescale_window(window_ms);
+    s
+}
+
+fn limits_installed() {
+    assert!(
+        std::process::Command::new("python3")
+            .args(["-c", "import limits"])
+            .status()
+            .is_ok_and(|s| s.success()),
+        "the `limits` examples need python3 with limits 5.8: `python3 -m pip install 'limits[redis]==5.8.0'` (just test-deps does it)"
+    );
+}
+
+fn keys_of(report: &Report) -> Vec<String> {
+    report
+        .invariants
+        .iter()
+        .flat_map(|c| c.anomalies.iter().map(|a| a.key.clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn correct_limiters_with_their_own_keys_pass_steady_control() {
+    limits_installed();
+    let two_key = format!("lua:{}", example("lua/two_key_token_bucket.lua").display());
+    let cases = [
+        // Prefixed and suffixed: LIMITS:LIMITER/api/<identity>/10/1/second.
+        (
+            python("limits_fixed_window"),
+            1000,
+            "LIMITS:LIMITER/api/{identity}/10/1/second",
+        ),
+        (
+            python("limits_moving_window"),
+            1000,
+            "LIMITS:LIMITER/api/{identity}/10/1/second",
+        ),
+        // A key per window: geocode:calls:<identity>:<window number>.
+        (python("daily_cap"), 510, "geocode:calls:{identity}:*"),
+        // Two keys per identity, kept two refill periods.
+        (two_key, 510, "request_rate_limiter.{{{identity}}}.tokens"),
+    ];
+    for (spec, window_ms, template) in cases {
+        let (report, _dir) = run_spec(rescaled("steady-control", window_ms), &spec, Kind::Process, false)
+            .await
+            .unwrap();
+        assert_eq!(report.verdict, Verdict::Valid, "{spec}: {report:#?}");
+        assert_eq!(report.keys.templates[0], template, "{spec}");
+        assert!(
+            report.keys.from.contains("declared by the limiter"),
+            "{spec}: {}",
+            report.keys.from
+        );
+        assert!(report.observed.counts.rejected > 0, "{spec}: the limit bites");
+        let ttl = verdict_of(&report, Invariant::TtlBounded);
+        assert_eq!(ttl, Verdict::Valid, "{spec}: TTLs were seen and bounded");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_first_run_with_a_layout_that_matches_nothing_ends_with_a_hint_not_a_verdict() {
+    limits_installed();
+    let mut s = rescaled("steady-control", 1000);
+    // What a new user gets with the default layout: limits never touches rl:0.
+    s.override_keys(&["rl:{identity}".to_owned()]).unwrap();
+    let (report, _dir) = run_spec(s, &python("limits_fixed_window"), Kind::Process, false)
+        .await
+        .unwrap();
+    assert_eq!(report.verdict, Verdict::Unknown, "{report:#?}");
+    let ttl = report
+        .invariants
+        .iter()
+        .find(|c| c.invariant == Invariant::TtlPresent)
+        .unwrap();
+    assert_eq!(ttl.verdict, Verdict::Unknown);
+    for needle in [
+        "no key matching `rl:{identity}`",
+        "LIMITS:LIMITER/api/",
+        "--keys 'LIMITS:LIMITER/api/{identity}/10/1/second'",
+    ] {
+        assert!(ttl.summary.contains(needle), "{needle}: {}", ttl.summary);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn limits_fixed_window_stays_locked_out_on_its_own_preexisting_key() {
+    limits_installed();
+    let (report, dir) = run_spec(
+        rescaled("preexisting-immortal-key", 1000),
+        &python("limits_fixed_window"),
+        Kind::Process,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.verdict, Verdict::Invalid, "{report:#?}");
+    for invariant in [Invariant::TtlPresent, Invariant::NoLockout] {
+        assert_eq!(verdict_of(&report, invariant), Verdict::Invalid, "{invariant}");
+    }
+    assert!(anomaly_kinds(&report, Invariant::TtlPresent).contains(&"immortal-key".to_owned()));
+    let real = "LIMITS:LIMITER/api/0/10/1/second";
+    assert!(keys_of(&report).iter().all(|k| k == real), "{:?}", keys_of(&report));
+    // The adapter planted it in its own representation, and the history says which key.
+    let history = read_history(&dir.path().join("history.jsonl")).unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|e| matches!(e, Event::Setup { key, .. } if key == real))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn incident_two_daily_cap_fails_on_the_shared_cache_and_holds_on_its_own_server() {
+    let (shared, _dir) = run_spec(
+        scenario("shared-cache-eviction"),
+        &python("daily_cap"),
+        Kind::Process,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        verdict_of(&shared, Invariant::NoCounterReset),
+        Verdict::Invalid,
+        "{shared:#?}"
+    );
+    assert!(anomaly_kinds(&shared, Invariant::NoCounterReset).contains(&"reset-by-eviction".to_owned()));
+    assert!(
+        keys_of(&shared).iter().any(|k| k.starts_with("geocode:calls:0:")),
+        "the real key is named: {:?}",
+        keys_of(&shared)
+    );
+    let (dedicated, _dir) = run_spec(
+        scenario("dedicated-noeviction"),
+        &python("daily_cap"),
+        Kind::Process,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(dedicated.verdict, Verdict::Valid, "{dedicated:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scenario_that_needs_a_planted_key_is_unknown_for_an_adapter_that_cannot_plant() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_plant = adapter(
+        dir.path(),
+        "no_plant.py",
+        &format!(
+            "import sys\nsys.path.insert(0, {:?})\nfrom fixed_window_fixed import decide\nfrom adapter import serve\nserve(decide, 'no plant')\n",
+            example("python").display().to_string()
+        ),
+    );
+    let (report, _dir) = run_spec(scenario("preexisting-immortal-key"), &no_plant, Kind::Process, false)
+        .await
+        .unwrap();
+    assert_eq!(report.verdict, Verdict::Unknown, "{report:#?}");
+    assert!(
+        report.problems.iter().any(|p| p.contains("does not offer `plant`")),
+        "{:?}",
+        report.problems
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commands_setup_plants_on_the_limiters_own_keys() {
+    limits_installed();
+    let path = limiter_harness_tests::scenario_path("preexisting-immortal-key");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "kind = \"exhausted-key\"\nidentity = 0",
+        "kind = \"commands\"\nidentity = 0\ncommands = [\"SET LIMITS:LIMITER/api/{identity}/10/1/second 99\"]",
+    );
+    assert!(text.contains("kind = \"commands\""), "the setup was rewritten");
+    let mut s = limiter_harness::scenario::parse_scenario(&path, &text).unwrap();
+    s.rescale_window(1000);
+    let (report, dir) = run_spec(s, &python("limits_fixed_window"), Kind::Process, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        verdict_of(&report, Invariant::NoLockout),
+        Verdict::Invalid,
+        "{report:#?}"
+    );
+    let history = read_history(&dir.path().join("history.jsonl")).unwrap();
+    assert!(history.iter().any(|e| matches!(
+        e,
+        Event::Setup { key, detail, .. } if key == "LIMITS:LIMITER/api/0/10/1/second" && detail.contains("SET LIMITS:LIMITER/api/0/10/1/second 99")
+    )));
+}

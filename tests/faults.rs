@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use limiter_harness::clock::RunClock;
 use limiter_harness::history::{Event, Recorder, ServerRole};
+use limiter_harness::keys::KeyLayout;
 use limiter_harness::limiter::{Decision, Limiter, RequestCtx, Wire, builtin};
 use limiter_harness::nemesis::{CacheFlood, GapHook, Nemesis};
 use limiter_harness::observer::read_stats;
@@ -34,12 +35,17 @@ async fn acquire(
         ordinal,
         key: s.limit.key(0),
     };
-    let mut wire = Wire::new(conn, hook, &ctx);
+    let layout = layout(s);
+    let mut wire = Wire::new(conn, hook, &ctx, &layout);
     let decision = limiter
         .acquire(&mut wire, &ctx.key, &s.limit)
         .await
         .expect("a decision");
-    (decision, wire.into_trips())
+    (decision, wire.finish().0)
+}
+
+fn layout(s: &Scenario) -> KeyLayout {
+    KeyLayout::default_for(&s.limit.key_prefix, s.limit.identities)
 }
 
 async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
@@ -223,9 +229,10 @@ async fn a_client_that_dies_between_incr_and_expire_leaves_a_key_without_ttl() {
         ordinal: 1,
         key: s.limit.key(0),
     };
-    let mut wire = Wire::new(&mut conn, &nemesis, &ctx);
+    let layout = layout(&s);
+    let mut wire = Wire::new(&mut conn, &nemesis, &ctx, &layout);
     let died = limiter.acquire(&mut wire, &ctx.key, &s.limit).await;
-    assert_eq!(wire.into_trips(), ["INCR"], "the PEXPIRE was never sent");
+    assert_eq!(wire.finish().0, ["INCR"], "the PEXPIRE was never sent");
     let error = died.expect_err("the request has no answer");
     assert!(
         error.is_io_error(),

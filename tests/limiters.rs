@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use limiter_harness::limiter::{BUILTIN_NAMES, Decision, Limiter, RequestCtx, Wire, builtin};
+use limiter_harness::keys::KeyLayout;
+use limiter_harness::limiter::{BUILTIN_NAMES, Decision, Limiter, Plant, RequestCtx, Wire, builtin};
 use limiter_harness::nemesis::NoFaults;
 use limiter_harness::scenario::Limit;
 use limiter_harness_tests::{Kind, TestServer};
@@ -16,6 +17,7 @@ fn limit(window_ms: u64) -> Limit {
         window_ms,
         identities: 1,
         key_prefix: "rl:".into(),
+        keys: None,
     }
 }
 
@@ -34,9 +36,10 @@ async fn acquire(
         ordinal: 1,
         key: key.to_owned(),
     };
-    let mut wire = Wire::new(conn, &NoFaults, &ctx);
+    let layout = KeyLayout::default_for(&limit.key_prefix, limit.identities);
+    let mut wire = Wire::new(conn, &NoFaults, &ctx, &layout);
     let decision = limiter.acquire(&mut wire, key, limit).await.expect("a decision");
-    (decision, wire.into_trips())
+    (decision, wire.finish().0)
 }
 
 async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
@@ -208,7 +211,8 @@ async fn server_clock_limiters_heal_their_own_exhausted_state_within_a_window() 
         let limiter = builtin(name).unwrap();
         limiter.prepare(&mut conn, &limit).await.unwrap();
         let key = format!("planted:{name}");
-        limiter.plant_exhausted(&mut conn, &key, &limit).await.unwrap();
+        let planted = limiter.plant_exhausted(&mut conn, 0, &key, &limit).await.unwrap();
+        assert!(matches!(planted, Plant::Planted(_)), "{name}: {planted:?}");
         assert_eq!(pttl(&mut conn, &key).await, -1, "{name}: planted without a TTL");
         assert!(
             !acquire(limiter.as_ref(), &mut conn, &key, &limit).await.0.allowed,

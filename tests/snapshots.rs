@@ -35,6 +35,7 @@ async fn the_shipped_matrix_matches_its_reviewed_snapshots() {
         seed: None,
         via_proxy: false,
         allow_reconfigure: false,
+        adjust_flags: String::new(),
         cancel: Default::default(),
         show_progress: false,
     })

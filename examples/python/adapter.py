@@ -1,36 +1,79 @@
 """The harness side of an exec adapter, protocol 1 (docs/exec-protocol.md).
 
-An adapter reads one JSON request per line on stdin and writes one JSON reply per line on
-stdout. `serve(decide)` does the plumbing: it says hello, calls
-`decide(redis_client, key, limit, window_ms)` -> (allowed, count) for each request and
-maps Redis errors to error replies (connection problems as indeterminate: the command may
-have run). It exits when stdin closes.
+An adapter reads one JSON line per request on stdin and writes one JSON reply per line on
+stdout. `serve(decide, name)` does the plumbing: it says hello, calls
+`decide(client, request, limit, window_ms)` -> (allowed, count) for each request (`request`
+has `.id`, `.identity` and `.key`, the key the harness suggests) and maps Redis errors to
+error replies (connection problems as indeterminate: the command may have run). It exits
+when stdin closes.
+
+A limiter with keys of its own says so: `serve(..., keys=["app:{identity}:*"])`, and how long
+they may live, in windows: `ttl_max_windows=2`. `plant=fn(client, request, limit, window_ms)`
+-> description answers the harness's `plant` messages (write the identity's exhausted state
+without a TTL, in the limiter's own representation).
 """
 
 import json
 import os
 import sys
+from collections import namedtuple
 
 import redis
 
+Request = namedtuple("Request", "id identity key")
 
-def serve(decide, name):
-    client = redis.Redis.from_url(os.environ["REDIS_URL"], socket_timeout=2)
-    limit = int(os.environ["LIMIT_REQUESTS_MAX"])
+
+def limit_and_window():
+    return int(os.environ["LIMIT_REQUESTS_MAX"]), int(os.environ["LIMIT_WINDOW_MS"])
+
+
+def window_seconds():
+    """The window in whole seconds, for libraries that count time in seconds; exits with a
+    message (on stderr, which the harness quotes) when the scenario's window is not one."""
     window_ms = int(os.environ["LIMIT_WINDOW_MS"])
+    if window_ms % 1000:
+        sys.stderr.write(
+            f"this library counts windows in whole seconds and the scenario's window is {window_ms} ms: "
+            "run with --window-ms 1000 (or another multiple of 1000)\n"
+        )
+        sys.exit(2)
+    return window_ms // 1000
+
+
+def plant_counter(client, request, limit, window_ms):
+    """The exhausted state of a limiter that counts at the harness's key: a count over the
+    limit, without a TTL (what incident 1 leaves behind)."""
+    client.set(request.key, 2 * limit)
+    return f"SET {request.key} {2 * limit} (no TTL)"
+
+
+def serve(decide, name, *, client=None, algorithm="fixed-window", keys=None, ttl_max_windows=None, plant=None):
+    client = client or redis.Redis.from_url(os.environ["REDIS_URL"], socket_timeout=2)
+    limit, window_ms = limit_and_window()
+    hello = {"protocol": 1, "name": name, "algorithm": algorithm}
+    if keys:
+        hello["keys"] = keys
+    if ttl_max_windows:
+        hello["ttl_max_windows"] = ttl_max_windows
+    if plant:
+        hello["plant"] = True
     out = sys.stdout
-    out.write(json.dumps({"protocol": 1, "name": name, "algorithm": "fixed-window"}) + "\n")
+    out.write(json.dumps(hello) + "\n")
     out.flush()
     for line in sys.stdin:
         if not line.strip():
             continue
-        request = json.loads(line)
-        reply = {"id": request["id"]}
+        message = json.loads(line)
+        request = Request(message["id"], message["identity"], message["key"])
+        reply = {"id": request.id}
         try:
-            allowed, count = decide(client, request["key"], limit, window_ms)
-            reply["allowed"] = bool(allowed)
-            if count is not None:
-                reply["count"] = int(count)
+            if "plant" in message:
+                reply["planted"] = plant(client, request, limit, window_ms)
+            else:
+                allowed, count = decide(client, request, limit, window_ms)
+                reply["allowed"] = bool(allowed)
+                if count is not None:
+                    reply["count"] = int(count)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as e:
             reply["error"] = f"{type(e).__name__}: {e}"
             reply["indeterminate"] = True

@@ -6,10 +6,11 @@ that only goes up, and the user is locked out for good.
     limiter-harness run immortal-counter --limiter "exec:python3 examples/python/fixed_window_buggy.py"
 """
 
-from adapter import serve
+from adapter import plant_counter, serve
 
 
-def decide(r, key, limit, window_ms):
+def decide(r, request, limit, window_ms):
+    key = request.key
     count = r.get(key)
     if count is None:
         r.set(key, 1, px=window_ms)  # the only place a TTL is set
@@ -21,4 +22,4 @@ def decide(r, key, limit, window_ms):
 
 
 if __name__ == "__main__":
-    serve(decide, "fixed-window-buggy (GET then INCR)")
+    serve(decide, "fixed-window-buggy (GET then INCR)", plant=plant_counter)

@@ -9,10 +9,11 @@ caller and the dashboards must know the limiter is not limiting.)
 
 import redis
 
-from adapter import serve
+from adapter import plant_counter, serve
 
 
-def decide(r, key, limit, window_ms):
+def decide(r, request, limit, window_ms):
+    key = request.key
     try:
         pipe = r.pipeline(transaction=True)
         pipe.incr(key)
@@ -24,4 +25,4 @@ def decide(r, key, limit, window_ms):
 
 
 if __name__ == "__main__":
-    serve(decide, "fixed-window-fail-open (errors admit, silently)")
+    serve(decide, "fixed-window-fail-open (errors admit, silently)", plant=plant_counter)

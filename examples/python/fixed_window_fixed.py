@@ -7,10 +7,11 @@ not extended by later requests.
     limiter-harness run immortal-counter --limiter "exec:python3 examples/python/fixed_window_fixed.py"
 """
 
-from adapter import serve
+from adapter import plant_counter, serve
 
 
-def decide(r, key, limit, window_ms):
+def decide(r, request, limit, window_ms):
+    key = request.key
     pipe = r.pipeline(transaction=True)
     pipe.incr(key)
     pipe.pexpire(key, window_ms, nx=True)
@@ -19,4 +20,4 @@ def decide(r, key, limit, window_ms):
 
 
 if __name__ == "__main__":
-    serve(decide, "fixed-window-fixed (MULTI INCR PEXPIRE NX EXEC)")
+    serve(decide, "fixed-window-fixed (MULTI INCR PEXPIRE NX EXEC)", plant=plant_counter)

@@ -9,10 +9,11 @@ identity is refused before its limit. `lost-reply` catches it (`no-double-count`
 
 import redis
 
-from adapter import serve
+from adapter import plant_counter, serve
 
 
-def decide(r, key, limit, window_ms):
+def decide(r, request, limit, window_ms):
+    key = request.key
     for attempt in range(3):
         try:
             pipe = r.pipeline(transaction=True)
@@ -26,4 +27,4 @@ def decide(r, key, limit, window_ms):
 
 
 if __name__ == "__main__":
-    serve(decide, "fixed-window-retrying (MULTI INCR PEXPIRE NX EXEC, retried on connection errors)")
+    serve(decide, "fixed-window-retrying (MULTI INCR PEXPIRE NX EXEC, retried on connection errors)", plant=plant_counter)

@@ -5,6 +5,7 @@
 //! generator), [`limiter`] (the clients under test), [`nemesis`] (faults), [`observer`]
 //! (the harness's read-only view of the server), [`history`] (every invocation, completion
 //! and observation), [`checker`] (invariants → verdicts with evidence) and [`report`].
+//! [`keys`] describes the keys a limiter keeps per identity (its key layout).
 //! [`proxy`] is the Redis-protocol fault proxy that applies the nemesis's rules to clients
 //! the harness does not control. [`backend`] decides where Redis runs; [`runner`] wires one run together; [`cli`] is the
 //! command line.
@@ -15,6 +16,7 @@ pub mod cli;
 pub mod clock;
 pub mod error;
 pub mod history;
+pub mod keys;
 pub mod limiter;
 pub mod matrix;
 pub mod nemesis;

@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 
+use super::unseen::keys_unseen;
 use super::{Anomaly, CheckInput, CheckResult, Verdict, ms, window};
 use crate::history::Request;
 use crate::limiter::Algorithm;
@@ -38,14 +39,14 @@ pub fn admitted_within_limit(input: &CheckInput<'_>) -> CheckResult {
         per_identity.entry(r.identity).or_default().push(r);
     }
     let mut notes = Vec::new();
+    // The per-window rule needs the windows of the limiter's keys.
+    let mut windows_unseen = None;
     if input.algorithm == Algorithm::FixedWindow {
         anomalies.extend(window::over_count(&per_identity, input.limit.requests_max));
-        if input.history.keyspace_complete {
-            anomalies.extend(window::over_window(
-                input.history,
-                &per_identity,
-                input.limit.requests_max,
-            ));
+        if let Some(hint) = keys_unseen(input) {
+            windows_unseen = Some(hint);
+        } else if input.history.keyspace_complete {
+            anomalies.extend(window::over_window(input.history, input.limit.requests_max));
         } else {
             notes.push(
                 "without keyspace notifications the windows' ends are unknown: admissions per window were not counted"
@@ -66,7 +67,15 @@ pub fn admitted_within_limit(input: &CheckInput<'_>) -> CheckResult {
             unknown.push(identity);
         }
     }
-    let otherwise = if unknown.is_empty() {
+    let otherwise = if let Some(hint) = windows_unseen {
+        (
+            Verdict::Unknown,
+            format!(
+                "at most {most} admitted per identity in any {} ms (bound {bound}), but the windows of the limiter's keys could not be judged: {hint}",
+                input.limit.window_ms
+            ),
+        )
+    } else if unknown.is_empty() {
         (
             Verdict::Valid,
             format!(
@@ -175,7 +184,7 @@ fn over_admission(identity: u32, requests: &[&Request], dense: Densest, bound: u
     let span_us = last.end_us().saturating_sub(first.invoke_us);
     Anomaly {
         kind: "over-admission".into(),
-        key: first.key.clone(),
+        key: first.key_label(),
         requests: vec![first.id, last.id],
         seen: vec![
             format!(
@@ -202,7 +211,9 @@ mod tests {
             id,
             identity: 0,
             ordinal: id + 1,
-            key: "rl:0".into(),
+            harness_key: "rl:0".into(),
+            keys: vec!["rl:0".into()],
+            other_keys: vec![],
             phase: 0,
             invoke_us,
             complete_us: Some(complete_us),

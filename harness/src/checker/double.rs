@@ -11,6 +11,7 @@
 //! `drop-reply` fault let a request's write execute and dropped its reply, the same request
 //! sending the same write again is a retry the server counts a second time.
 
+use super::unseen::keys_unseen;
 use super::{Anomaly, CheckInput, CheckResult, Verdict};
 use crate::history::{Outcome, Request};
 use crate::scenario::Invariant;
@@ -105,6 +106,7 @@ pub fn no_double_count(input: &CheckInput<'_>) -> CheckResult {
         }
     }
     let otherwise = match (pairs, lost_replies) {
+        (0, 0) if let Some(hint) = keys_unseen(input) => (Verdict::Unknown, hint),
         (0, 0) if counts => (
             Verdict::Unknown,
             "no lost reply to judge a retry by, and no two requests of one key, one after the other within a window, reported counts".to_owned(),

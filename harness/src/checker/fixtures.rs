@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{CheckInput, CheckResult, check};
+use super::{CheckInput, CheckResult, TtlBound, check};
 use crate::history::{Event, HistoryIndex, KeySample, Outcome};
+use crate::keys::KeyLayout;
 use crate::limiter::Algorithm;
 use crate::scenario::{CheckConfig, Invariant, Limit};
 
@@ -30,6 +31,7 @@ pub(crate) fn limit() -> Limit {
         window_ms: 1000,
         identities: 2,
         key_prefix: "rl:".into(),
+        keys: None,
     }
 }
 
@@ -39,6 +41,7 @@ pub(crate) fn config(invariants: &[Invariant]) -> CheckConfig {
         invariants: invariants.to_vec(),
         sample_interval_ms: 250,
         ttl_slack_ms: 0,
+        ttl_max_ms: None,
     }
 }
 
@@ -72,7 +75,7 @@ impl HistoryBuilder {
     /// [`Self::request`] with times in microseconds, for requests closer than a millisecond.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn request_us(
-        mut self,
+        self,
         id: u64,
         identity: u32,
         invoke_us: u64,
@@ -81,6 +84,24 @@ impl HistoryBuilder {
         count: Option<i64>,
         trips: &[&str],
     ) -> Self {
+        let keys = [key(identity)];
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        self.request_on(id, identity, (invoke_us, complete_us), outcome, count, trips, &keys)
+    }
+
+    /// A request whose commands named `keys` (the wire's record), times `(invoke_us,
+    /// complete_us)` in microseconds.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn request_on(
+        mut self,
+        id: u64,
+        identity: u32,
+        (invoke_us, complete_us): (u64, u64),
+        outcome: Outcome,
+        count: Option<i64>,
+        trips: &[&str],
+        keys: &[&str],
+    ) -> Self {
         self = self.invoke_us(id, identity, invoke_us);
         self.events.push(Event::Complete {
             id,
@@ -88,9 +109,30 @@ impl HistoryBuilder {
             outcome,
             count,
             trips: trips.iter().map(|t| (*t).to_owned()).collect(),
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
             error: None,
         });
         self
+    }
+
+    /// An allowed request with count `count` on `keys`, times in milliseconds.
+    pub(crate) fn allowed_on(
+        self,
+        id: u64,
+        identity: u32,
+        at_ms: (u64, u64),
+        count: Option<i64>,
+        keys: &[&str],
+    ) -> Self {
+        self.request_on(
+            id,
+            identity,
+            (us(at_ms.0), us(at_ms.1)),
+            Outcome::Allowed,
+            count,
+            &["EVALSHA"],
+            keys,
+        )
     }
 
     /// An allowed request that saw `count`, with the round trips of an INCR-then-EXPIRE limiter.
@@ -224,6 +266,19 @@ impl HistoryBuilder {
             conn: 1,
             request: Some(request),
             commands: commands.iter().map(|c| (*c).to_owned()).collect(),
+            keys: Vec::new(),
+        });
+        self
+    }
+
+    /// What the fault proxy saw at `t_ms` that it could give to no request: commands on `keys`.
+    pub(crate) fn unattributed(mut self, t_ms: u64, keys: &[&str]) -> Self {
+        self.events.push(Event::Wire {
+            t_us: us(t_ms),
+            conn: 1,
+            request: None,
+            commands: keys.iter().map(|k| format!("INCR {k}")).collect(),
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
         });
         self
     }
@@ -275,11 +330,39 @@ impl HistoryBuilder {
 
 /// Run [`check`] on `events` as the history of a limiter implementing `algorithm`.
 pub(crate) fn run(events: &[Event], limit: &Limit, config: &CheckConfig, algorithm: Algorithm) -> Vec<CheckResult> {
-    let history = HistoryIndex::new(events);
+    run_declared(events, limit, config, algorithm, None)
+}
+
+/// [`run`] for a limiter that declares its keys may live `ttl_windows` windows. The layout
+/// is the limit's `keys`, else `key_prefix` + identity.
+pub(crate) fn run_declared(
+    events: &[Event],
+    limit: &Limit,
+    config: &CheckConfig,
+    algorithm: Algorithm,
+    ttl_windows: Option<f64>,
+) -> Vec<CheckResult> {
+    let layout = limit
+        .keys
+        .clone()
+        .unwrap_or_else(|| KeyLayout::default_for(&limit.key_prefix, limit.identities));
+    let ttl = TtlBound::resolve(limit, config, algorithm, ttl_windows);
+    let history = HistoryIndex::new(events, &layout);
     check(&CheckInput {
         limit,
         config,
         algorithm,
+        layout: &layout,
+        ttl: &ttl,
         history: &history,
     })
+}
+
+/// The default limit with its keys described by `templates`.
+pub(crate) fn limit_with_keys(templates: &[&str]) -> Limit {
+    let mut limit = limit();
+    let texts: Vec<String> = templates.iter().map(|t| (*t).to_owned()).collect();
+    limit.keys =
+        Some(KeyLayout::parse(&texts, limit.identities, crate::keys::LayoutSource::Scenario).expect("valid templates"));
+    limit
 }

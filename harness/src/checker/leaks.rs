@@ -1,10 +1,11 @@
 //! `no-leaked-keys`: once an identity goes quiet for a window, its key is gone.
 //!
-//! Judged at the final audit (after the last phase, nothing in flight): a limiter key
-//! whose identity's last request was answered more than `window_ms + ttl_slack_ms`
-//! (+20 ms) before the audit should have expired. One that is still there is leaked:
-//! without a TTL, or with one that something keeps pushing back.
+//! Judged at the final audit (after the last phase, nothing in flight): a limiter key whose
+//! last request was answered longer ago than the key may live (the TTL bound plus the slack,
+//! +20 ms) should have expired. One that is still there is leaked: without a TTL, or with
+//! one that something keeps pushing back.
 
+use super::unseen::keys_unseen;
 use super::{Anomaly, CheckInput, CheckResult, Verdict, ms};
 use crate::scenario::Invariant;
 
@@ -12,7 +13,7 @@ const SLACK_US: u64 = 20_000;
 
 pub fn no_leaked_keys(input: &CheckInput<'_>) -> CheckResult {
     let history = input.history;
-    let grace_us = (input.limit.window_ms + input.config.ttl_slack_ms) * 1000 + SLACK_US;
+    let grace_us = input.ttl.bound_ms() * 1000 + SLACK_US;
     let rule = format!(
         "at the final audit, no limiter key whose identity's last request was answered more than {} earlier",
         ms(grace_us)
@@ -48,10 +49,10 @@ pub fn no_leaked_keys(input: &CheckInput<'_>) -> CheckResult {
             ],
             t_us: audit.t_start_us,
             because: format!(
-                "{} is still there {} after its last request (window {} ms){}",
+                "{} is still there {} after its last request (it may live {} ms){}",
                 ks.key,
                 ms(idle_us),
-                input.limit.window_ms,
+                input.ttl.bound_ms(),
                 if ks.pttl_ms == -1 { ": it has no TTL" } else { "" }
             ),
         });
@@ -69,11 +70,13 @@ pub fn no_leaked_keys(input: &CheckInput<'_>) -> CheckResult {
                 .is_some_and(|answered| audit.t_start_us.saturating_sub(answered) > grace_us)
         })
         .count();
-    let otherwise = if quiet == 0 && anomalies.is_empty() {
+    let otherwise = if let Some(hint) = keys_unseen(input) {
+        (Verdict::Unknown, hint)
+    } else if quiet == 0 && anomalies.is_empty() {
         (
             Verdict::Unknown,
             format!(
-                "no identity had been quiet for {} at the final audit: end the scenario with a quiet phase of a window",
+                "no limiter key had been left alone for {} at the final audit: end the scenario with a quiet phase as long as a key may live",
                 ms(grace_us)
             ),
         )

@@ -112,21 +112,43 @@ fn starved(
     span_us: u64,
 ) -> Anomaly {
     let (first, last) = (span[0], span[span.len() - 1]);
-    let key = first.key.clone();
-    let expiries = history
-        .keyspace_between(&key, first.invoke_us, first.invoke_us + span_us)
-        .filter(|(_, e)| e == "expired" || e == "evicted" || e == "del")
-        .count();
+    let end_us = first.invoke_us + span_us;
+    let mut keys: Vec<&str> = Vec::new();
+    for r in span {
+        for k in &r.keys {
+            if !keys.contains(&k.as_str()) {
+                keys.push(k);
+            }
+        }
+    }
+    let expiries: usize = keys
+        .iter()
+        .map(|key| {
+            history
+                .keyspace_between(key, first.invoke_us, end_us)
+                .filter(|(_, e)| e == "expired" || e == "evicted" || e == "del")
+                .count()
+        })
+        .sum();
+    // The last sampled PTTL in the span of the keys it worked on (a key without a TTL first).
     let pttl = history
         .samples
         .iter()
-        .filter(|s| s.t_start_us >= first.invoke_us && s.t_end_us <= first.invoke_us + span_us)
-        .filter_map(|s| s.keys.iter().find(|k| k.key == key).map(|k| k.pttl_ms))
+        .filter(|s| s.t_start_us >= first.invoke_us && s.t_end_us <= end_us)
+        .filter_map(|s| {
+            s.keys
+                .iter()
+                .filter(|k| keys.contains(&k.key.as_str()))
+                .min_by_key(|k| (k.pttl_ms != -1, k.key.clone()))
+                .map(|k| (k.key.clone(), k.pttl_ms))
+        })
         .next_back();
-    let why = match (pttl, expiries) {
-        (Some(-1), _) => format!("{key} has no TTL: it never expires"),
-        (_, 0) => format!("{key} never expired during the span: the window keeps being extended or never ends"),
-        _ => format!("{key} expired {expiries} time(s) but the identity was still refused"),
+    let key = first.key_label();
+    let named = if keys.is_empty() { key.clone() } else { keys.join(", ") };
+    let why = match (&pttl, expiries) {
+        (Some((k, -1)), _) => format!("{k} has no TTL: it never expires"),
+        (_, 0) => format!("{named} never expired during the span: the window keeps being extended or never ends"),
+        _ => format!("{named} expired {expiries} time(s) but the identity was still refused"),
     };
     let mut seen = vec![
         format!(
@@ -135,9 +157,9 @@ fn starved(
             ms(first.invoke_us),
             ms(last.invoke_us)
         ),
-        format!("{expiries} expiry/eviction notification(s) for {key} in the span"),
+        format!("{expiries} expiry/eviction notification(s) for {named} in the span"),
     ];
-    if let Some(p) = pttl {
+    if let Some((_, p)) = pttl {
         seen.push(format!("last sampled PTTL in the span: {p}"));
     }
     Anomaly {

@@ -94,11 +94,13 @@ fn lockout(
 ) -> Anomaly {
     let later: Vec<&&Request> = requests.iter().filter(|r| r.invoke_us >= first.invoke_us).collect();
     let rejected = later.iter().filter(|r| r.outcome == Some(Outcome::Rejected)).count();
-    let pttl = history
-        .samples
-        .iter()
-        .rev()
-        .find_map(|s| s.keys.iter().find(|k| k.key == first.key).map(|k| k.pttl_ms));
+    // The last sampled PTTL of the keys the rejected request worked on (a key without a TTL
+    // first: that is the usual cause).
+    let pttl = history.samples.iter().rev().find_map(|s| {
+        let mine = s.keys.iter().filter(|k| first.touched(&k.key));
+        mine.min_by_key(|k| (k.pttl_ms != -1, k.key.clone()))
+            .map(|k| (k.key.clone(), k.pttl_ms))
+    });
     let mut seen = vec![
         format!("quiet for {}", ms(gap_us)),
         format!(
@@ -111,15 +113,15 @@ fn lockout(
         "identity {identity} was rejected after {} without requests, longer than its {window_ms} ms window",
         ms(gap_us)
     );
-    if let Some(pttl) = pttl {
-        seen.push(format!("last sampled PTTL of {} was {pttl}", first.key));
+    if let Some((key, pttl)) = pttl {
+        seen.push(format!("last sampled PTTL of {key} was {pttl}"));
         if pttl == -1 {
-            because.push_str(&format!(": {} has no TTL and will never expire", first.key));
+            because.push_str(&format!(": {key} has no TTL and will never expire"));
         }
     }
     Anomaly {
         kind: "lockout".into(),
-        key: first.key.clone(),
+        key: first.key_label(),
         requests: vec![first.id],
         seen,
         t_us: first.invoke_us,

@@ -3,6 +3,7 @@
 //! a panic inside one becomes an Unknown verdict that says so.
 
 mod admitted;
+mod bound;
 mod double;
 mod leaks;
 mod liveness;
@@ -10,14 +11,18 @@ mod lockout;
 mod reset;
 mod surfaced;
 mod ttl;
+mod unseen;
 mod verdict;
 mod window;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+pub use bound::TtlBound;
+pub use unseen::layout_hint;
 pub use verdict::{ANOMALIES_SHOWN, Anomaly, CheckResult, Verdict};
 
 use crate::history::{HistoryIndex, Outcome, Request};
+use crate::keys::KeyLayout;
 use crate::limiter::Algorithm;
 use crate::scenario::{CheckConfig, Invariant, Limit};
 
@@ -27,6 +32,10 @@ pub struct CheckInput<'a> {
     pub limit: &'a Limit,
     pub config: &'a CheckConfig,
     pub algorithm: Algorithm,
+    /// Which keys are the limiter's, and whose.
+    pub layout: &'a KeyLayout,
+    /// How long a limiter key may live.
+    pub ttl: &'a TtlBound,
     pub history: &'a HistoryIndex,
 }
 
@@ -65,8 +74,9 @@ fn check_one(invariant: Invariant, input: &CheckInput<'_>) -> CheckResult {
 }
 
 /// A Valid verdict from a run that lost what it needed to see is Unknown; so is one from a
-/// run in which the limiter decided nothing (every request an error or unanswered): there
-/// was no behaviour to judge — except for `errors-surfaced`, where errors are the point.
+/// run that sent no request, or in which the limiter decided nothing (every request an error
+/// or unanswered): there was no behaviour to judge — except for `errors-surfaced`, where
+/// errors are the point.
 fn downgrade_if_blind(mut result: CheckResult, history: &HistoryIndex) -> CheckResult {
     if result.verdict != Verdict::Valid {
         return result;
@@ -74,6 +84,9 @@ fn downgrade_if_blind(mut result: CheckResult, history: &HistoryIndex) -> CheckR
     if let Some((source, detail, _)) = history.fatal_problem() {
         result.verdict = Verdict::Unknown;
         result.summary = format!("no violation seen, but the run could not finish observing ({source}: {detail})");
+    } else if history.requests.is_empty() {
+        result.verdict = Verdict::Unknown;
+        result.summary = "the run sent no request: there was no behaviour to judge".to_owned();
     } else if result.invariant != Invariant::ErrorsSurfaced
         && !history.requests.is_empty()
         && !history
@@ -106,5 +119,7 @@ pub(crate) fn ms(us: u64) -> String {
 
 #[cfg(test)]
 pub(crate) mod fixtures;
+#[cfg(test)]
+mod layout_tests;
 #[cfg(test)]
 mod tests;

@@ -1,10 +1,13 @@
 //! `no-counter-reset`: a counter never disappears or drops while its window is live.
 //!
 //! Two kinds of evidence: every `evicted` notification for a limiter key whose window was
-//! still live is a reset; and every drop in the counts the limiter saw (a request that
-//! started after another finished saw a lower count) must be explained by the key's
+//! still live is a reset; and every drop in the counts the limiter saw on one key (a request
+//! that started after another finished saw a lower count) must be explained by the key's
 //! expiry. A drop with a DEL, or with no notification at all, is a reset by something else.
+//! A key's window is over once its TTL ran out, or once its identity's requests moved on to
+//! other keys (a key per window).
 
+use super::unseen::keys_unseen;
 use super::{Anomaly, CheckInput, CheckResult, Verdict, ms};
 use crate::history::{HistoryIndex, Request};
 use crate::scenario::Invariant;
@@ -35,6 +38,9 @@ pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
             find_drops(history, key, &mut drops, &mut anomalies);
         }
     }
+    // Evictions are watched only when notifications were on; drops only when counts were
+    // compared. A run with neither had nothing to judge a reset by.
+    let watched = history.keyspace_complete;
     if stale_evictions > 0 {
         notes.push(format!(
             "{stale_evictions} eviction(s) of keys whose window had already ended (not resets)"
@@ -43,13 +49,20 @@ pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
     if drops.expired > 0 {
         notes.push(format!("{} window(s) ended by expiry, as they should", drops.expired));
     }
-    let otherwise = if !history.keyspace_complete && !input.algorithm.counts_only_grow() {
+    let otherwise = if let Some(hint) = keys_unseen(input) {
+        (Verdict::Unknown, hint)
+    } else if !watched && !input.algorithm.counts_only_grow() {
         (
             Verdict::Unknown,
             format!(
                 "keyspace notifications were not available, so evictions cannot be seen, and a {}'s counts are not judged: nothing to judge a reset by",
                 input.algorithm.name()
             ),
+        )
+    } else if !watched && drops.compared == 0 {
+        (
+            Verdict::Unknown,
+            "keyspace notifications were not available, so evictions cannot be seen, and no two counts on one key could be compared (does the limiter report its count?): nothing to judge a reset by".to_owned(),
         )
     } else if drops.unexplained_blind > 0 {
         (
@@ -75,8 +88,12 @@ pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
     result
 }
 
-/// Whether the key's window had ended by `t_us`, judging by the last PTTL sampled before.
+/// Whether the key's window had ended by `t_us`: its identity's requests had moved on to
+/// other keys, or the last PTTL sampled before says it had run out.
 fn window_over(history: &HistoryIndex, key: &str, t_us: u64) -> bool {
+    if moved_on(history, key, t_us) {
+        return true;
+    }
     let deadline = history
         .samples
         .iter()
@@ -87,6 +104,15 @@ fn window_over(history: &HistoryIndex, key: &str, t_us: u64) -> bool {
         Some((sample, pttl)) if pttl >= 0 => sample.t_end_us + pttl as u64 * 1000 + DEADLINE_SLACK_US < t_us,
         _ => false,
     }
+}
+
+/// Whether the last request before `t_us` of the identity whose key this is worked on other
+/// keys and not on this one (a key per window: the window of `key` is over).
+fn moved_on(history: &HistoryIndex, key: &str, t_us: u64) -> bool {
+    let Some(identity) = history.requests_on(key).next().map(|r| r.identity) else {
+        return false;
+    };
+    history.last_with_keys(identity, t_us).is_some_and(|r| !r.touched(key))
 }
 
 fn eviction(history: &HistoryIndex, key: &str, t_us: u64) -> Anomaly {
@@ -130,6 +156,8 @@ fn eviction(history: &HistoryIndex, key: &str, t_us: u64) -> Anomaly {
 struct Drops {
     expired: usize,
     unexplained_blind: usize,
+    /// Counts compared with an earlier one of the same window.
+    compared: usize,
 }
 
 /// Walk one key's requests in invocation order, tracking the highest count seen by a
@@ -153,6 +181,7 @@ fn find_drops(history: &HistoryIndex, key: &str, drops: &mut Drops, anomalies: &
             folded += 1;
         }
         let Some(a) = best else { continue };
+        drops.compared += 1;
         if b.count >= a.count {
             continue;
         }

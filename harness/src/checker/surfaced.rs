@@ -53,7 +53,7 @@ pub fn errors_surfaced(input: &CheckInput<'_>) -> CheckResult {
                 };
                 anomalies.push(Anomaly {
                     kind: kind.into(),
-                    key: request.key.clone(),
+                    key: fault.key.clone().unwrap_or_else(|| request.key_label()),
                     requests: vec![id],
                     seen: vec![
                         fault.effect.clone(),

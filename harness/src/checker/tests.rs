@@ -1234,7 +1234,7 @@ fn no_leaked_keys_invalid_names_each_key_still_there_long_after_its_last_request
     );
     assert_eq!(
         no_ttl.because,
-        "rl:0 is still there 2978.0 ms after its last request (window 1000 ms): it has no TTL"
+        "rl:0 is still there 2978.0 ms after its last request (it may live 1000 ms): it has no TTL"
     );
     assert_eq!(
         pushed_back.seen,
@@ -1245,7 +1245,7 @@ fn no_leaked_keys_invalid_names_each_key_still_there_long_after_its_last_request
     );
     assert_eq!(
         pushed_back.because,
-        "rl:1 is still there 2898.0 ms after its last request (window 1000 ms)"
+        "rl:1 is still there 2898.0 ms after its last request (it may live 1000 ms)"
     );
 }
 
@@ -1309,6 +1309,7 @@ fn a_fatal_problem_turns_valid_into_unknown() {
 #[test]
 fn a_non_fatal_problem_leaves_valid_alone() {
     let result = three_requests()
+        .sample(50, false, &[("rl:0", 950, Some("3"))])
         .empty_final_audit(3000)
         .problem_from("sampler", false)
         .check_one(TtlPresent);
@@ -1432,6 +1433,7 @@ fn a_run_in_which_nothing_was_decided_is_unknown() {
     let result = HistoryBuilder::new()
         .request(1, 0, 0, 2, Outcome::Error, None, &["INCR"])
         .request(2, 0, 10, 12, Outcome::Indeterminate, None, &["INCR"])
+        .sample(50, false, &[("rl:0", 950, Some("2"))])
         .empty_final_audit(3000)
         .check_one(TtlPresent);
     assert_verdict(&result, Verdict::Unknown);

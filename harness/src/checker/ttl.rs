@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::unseen::{keys_unseen, unobserved_keys_note};
 use super::{Anomaly, CheckInput, CheckResult, Verdict, creator_before};
 use crate::history::{HistoryIndex, Sample};
 use crate::scenario::Invariant;
@@ -41,7 +42,7 @@ pub fn ttl_present(input: &CheckInput<'_>) -> CheckResult {
         .map(|(key, (sample, value, times))| immortal(history, key, sample, value, times))
         .collect();
     // An immortal key seen is a violation even if the run could not finish observing.
-    let otherwise = match blind(history) {
+    let otherwise = match blind(input) {
         Some(why) => (Verdict::Unknown, why),
         None if !never_due.is_empty() => (
             Verdict::Unknown,
@@ -69,7 +70,14 @@ pub fn ttl_present(input: &CheckInput<'_>) -> CheckResult {
             "{untouched} PTTL -1 observation(s) of keys the scenario planted without a TTL, before the limiter answered its first request on them a window after its first answer (its time to heal them)"
         ));
     }
-    result
+    with_unobserved_note(result, input)
+}
+
+fn with_unobserved_note(result: CheckResult, input: &CheckInput<'_>) -> CheckResult {
+    match unobserved_keys_note(input) {
+        Some(note) => result.with_note(note),
+        None => result,
+    }
 }
 
 /// A key the scenario planted without a TTL is the limiter's to repair: by the end of its
@@ -143,25 +151,35 @@ fn audited_keys(history: &HistoryIndex) -> usize {
         .unwrap_or(0)
 }
 
-/// Why the samples cannot support a Valid verdict, if they cannot.
-fn blind(history: &HistoryIndex) -> Option<String> {
+/// Why the samples cannot support a Valid verdict, if they cannot: no sample, no final
+/// audit, or no limiter key in any sample (nothing was observed to have a TTL or not).
+fn blind(input: &CheckInput<'_>) -> Option<String> {
+    let history = input.history;
+    if let Some(hint) = keys_unseen(input) {
+        return Some(hint);
+    }
     if history.samples.is_empty() {
         return Some("the observer took no sample of the limiter's keys".into());
     }
     if !history.samples.iter().any(|s| s.final_audit) {
         return Some("the final audit of the limiter's keys did not happen".into());
     }
+    if history.samples.iter().all(|s| s.keys.is_empty()) {
+        return Some(format!(
+            "none of the {} sample(s) found a key matching {}: no key was observed with or without a TTL (keys that live shorter than the sample interval of {} ms are missed; lower [check] sample_interval_ms)",
+            history.samples.len(),
+            input.layout.describe(),
+            input.config.sample_interval_ms
+        ));
+    }
     None
 }
 
-/// No limiter key's TTL exceeds the window (plus the declared slack).
+/// No limiter key's TTL exceeds its bound (see [`super::TtlBound`]) plus the declared slack.
 pub fn ttl_bounded(input: &CheckInput<'_>) -> CheckResult {
     let history = input.history;
-    let bound_ms = input.limit.window_ms + input.config.ttl_slack_ms;
-    let rule = format!(
-        "PTTL <= window_ms + ttl_slack_ms = {} + {} = {bound_ms} ms",
-        input.limit.window_ms, input.config.ttl_slack_ms
-    );
+    let bound_ms = input.ttl.bound_ms();
+    let rule = input.ttl.rule();
     let mut worst: BTreeMap<&str, (i64, &Sample, usize)> = BTreeMap::new();
     let mut max_seen = -1i64;
     for sample in &history.samples {
@@ -177,28 +195,45 @@ pub fn ttl_bounded(input: &CheckInput<'_>) -> CheckResult {
             }
         }
     }
+    let because = |key: &str, pttl: i64| {
+        if input.ttl.default {
+            format!(
+                "{key} had PTTL {pttl} ms, longer than the {bound_ms} ms the window allows: the window is being extended"
+            )
+        } else {
+            format!(
+                "{key} had PTTL {pttl} ms, longer than its bound of {bound_ms} ms ({}): the key outlives what the limiter needs",
+                input.ttl.from
+            )
+        }
+    };
     let anomalies = worst
         .into_iter()
         .map(|(key, (pttl, sample, times))| Anomaly {
             kind: "ttl-above-window".into(),
             key: key.to_owned(),
-            requests: creator_before(history, key, sample.t_start_us).map(|c| vec![c.id]).unwrap_or_default(),
+            requests: creator_before(history, key, sample.t_start_us)
+                .map(|c| vec![c.id])
+                .unwrap_or_default(),
             seen: vec![format!("PTTL {pttl} ms (above the bound in {times} sample(s))")],
             t_us: sample.t_start_us,
-            because: format!("{key} had PTTL {pttl} ms, longer than the {bound_ms} ms the window allows: the window is being extended"),
+            because: because(key, pttl),
         })
         .collect();
-    let longest = if max_seen >= 0 {
-        format!("{max_seen} ms")
-    } else {
-        "none seen".into()
-    };
-    let otherwise = match blind(history) {
+    let otherwise = match blind(input) {
         Some(why) => (Verdict::Unknown, why),
+        None if max_seen < 0 => (
+            Verdict::Unknown,
+            "no sampled limiter key had a TTL (every one was at PTTL -1): there was no TTL to bound".to_owned(),
+        ),
         None => (
             Verdict::Valid,
-            format!("every sampled TTL was within {bound_ms} ms (longest {longest})"),
+            format!(
+                "every sampled TTL was within {bound_ms} ms (longest {max_seen} ms; bound: {})",
+                input.ttl.from
+            ),
         ),
     };
-    CheckResult::from_anomalies(Invariant::TtlBounded, anomalies, otherwise).with_rule(rule)
+    let result = CheckResult::from_anomalies(Invariant::TtlBounded, anomalies, otherwise).with_rule(rule);
+    with_unobserved_note(result, input)
 }

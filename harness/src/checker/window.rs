@@ -22,7 +22,7 @@ pub(super) fn over_count(per_identity: &BTreeMap<u32, Vec<&Request>>, max: u64) 
             let highest = over.iter().filter_map(|r| r.count).max().unwrap_or_default();
             Some(Anomaly {
                 kind: "admitted-over-count".into(),
-                key: first.key.clone(),
+                key: first.key_label(),
                 requests: over.iter().take(5).map(|r| r.id).collect(),
                 seen: vec![format!("{} admission(s) with a count above {max}, the highest {highest}", over.len())],
                 t_us: first.invoke_us,
@@ -36,17 +36,14 @@ pub(super) fn over_count(per_identity: &BTreeMap<u32, Vec<&Request>>, max: u64) 
         .collect()
 }
 
-/// Admissions between two ends (expired, evicted, del) of a key, each at most `max`.
-pub(super) fn over_window(
-    history: &HistoryIndex,
-    per_identity: &BTreeMap<u32, Vec<&Request>>,
-    max: u64,
-) -> Vec<Anomaly> {
+/// Admissions between two ends (expired, evicted, del) of each limiter key, among the
+/// requests that worked on it, each at most `max`. A key per window needs nothing more: the
+/// next window's requests work on another key.
+pub(super) fn over_window(history: &HistoryIndex, max: u64) -> Vec<Anomaly> {
     let mut anomalies = Vec::new();
-    for requests in per_identity.values() {
-        let Some(key) = requests.first().map(|r| r.key.as_str()) else {
-            continue;
-        };
+    for key in history.by_key.keys() {
+        let key = key.as_str();
+        let requests: Vec<&Request> = history.requests_on(key).collect();
         let ends: Vec<u64> = history
             .keyspace
             .get(key)

@@ -44,6 +44,8 @@ pub struct RunArgs {
     pub limiter: String,
     #[command(flatten)]
     pub server: BackendArgs,
+    #[command(flatten)]
+    pub adjust: ScenarioArgs,
     /// Override the scenario's seed.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -53,6 +55,20 @@ pub struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
+}
+
+/// What a run may change in its scenario (shared by `run` and `matrix`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ScenarioArgs {
+    /// The limiter's keys, as a template with {identity} where the identity's number goes and
+    /// `*`/`?` for parts that vary, e.g. --keys 'geocode:calls:{identity}:*' (repeat for
+    /// several). Overrides the scenario's [limit] keys and what the limiter declares.
+    #[arg(long = "keys", value_name = "TEMPLATE")]
+    pub keys: Vec<String>,
+    /// Run the scenario with this window instead, every duration and rate scaled with it (for
+    /// limiters whose windows come in whole seconds, e.g. --window-ms 1000).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(50..=86_400_000))]
+    pub window_ms: Option<u64>,
 }
 
 /// Where Redis runs (shared by `run` and `matrix`).
@@ -99,6 +115,8 @@ pub struct MatrixArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub server: BackendArgs,
+    #[command(flatten)]
+    pub adjust: ScenarioArgs,
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,

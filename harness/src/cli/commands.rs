@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rand::RngExt;
 
-use super::args::{BackendArgs, ImageArgs, MatrixArgs, RunArgs};
+use super::args::{BackendArgs, ImageArgs, MatrixArgs, RunArgs, ScenarioArgs};
 use super::exit::ExitCode;
 use crate::backend::{self, Backend, BackendChoice, BackendOptions};
 use crate::checker::Verdict;
@@ -15,7 +15,7 @@ use crate::limiter::{BUILTIN_NAMES, builtin};
 use crate::matrix::{self, MatrixConfig, glob_match, render_table};
 use crate::report::Report;
 use crate::runner::{self, RunConfig};
-use crate::scenario::{find_scenario, list_scenarios, load_scenario};
+use crate::scenario::{Scenario, find_scenario, list_scenarios, load_scenario};
 
 /// Print to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
 fn say(text: &str) {
@@ -34,9 +34,35 @@ async fn backend_for(args: &BackendArgs) -> Result<Arc<dyn Backend>, SetupError>
     .await
 }
 
+/// Apply `--keys` and `--window-ms` to a loaded scenario.
+fn adjust(scenario: &mut Scenario, args: &ScenarioArgs) -> Result<(), SetupError> {
+    if !args.keys.is_empty() {
+        scenario
+            .override_keys(&args.keys)
+            .map_err(|e| SetupError::Usage(format!("--keys: {e}")))?;
+    }
+    if let Some(window_ms) = args.window_ms {
+        scenario.rescale_window(window_ms);
+    }
+    Ok(())
+}
+
+/// The `--keys`/`--window-ms` flags that reproduce `args`.
+fn adjust_flags(args: &ScenarioArgs) -> String {
+    let mut flags = String::new();
+    for key in &args.keys {
+        flags.push_str(&format!(" --keys {}", runner::shell_quote(key)));
+    }
+    if let Some(window_ms) = args.window_ms {
+        flags.push_str(&format!(" --window-ms {window_ms}"));
+    }
+    flags
+}
+
 pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
     let path = find_scenario(&args.scenario)?;
-    let scenario = load_scenario(&path)?;
+    let mut scenario = load_scenario(&path)?;
+    adjust(&mut scenario, &args.adjust)?;
     let limiter = crate::limiter::resolve(&args.limiter)?;
     let seed = args.seed.or(scenario.seed).unwrap_or_else(|| rand::rng().random());
     eprintln!(
@@ -45,18 +71,15 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
         limiter.name()
     );
     let backend = backend_for(&args.server).await?;
-    let mut reproduce = format!(
-        "limiter-harness run {} --limiter {} --seed {seed} {}",
-        path.display(),
-        shell_quote(limiter.name()),
-        backend.reproduce_flags()
+    let reproduce = runner::reproduce_line(
+        &path,
+        limiter.name(),
+        seed,
+        backend.as_ref(),
+        args.server.allow_reconfigure,
+        args.server.via_proxy,
+        &adjust_flags(&args.adjust),
     );
-    if args.server.allow_reconfigure {
-        reproduce.push_str(" --allow-reconfigure");
-    }
-    if args.server.via_proxy {
-        reproduce.push_str(" --via-proxy");
-    }
     let report_dir = args.report_dir.clone().unwrap_or_else(|| {
         PathBuf::from("reports/runs")
             .join(&scenario.name)
@@ -88,15 +111,6 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
     Ok(outcome.report.verdict.into())
 }
 
-/// Quote an argument for a POSIX shell when it needs it.
-fn shell_quote(arg: &str) -> String {
-    if arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@".contains(c)) {
-        arg.to_owned()
-    } else {
-        format!("'{}'", arg.replace('\'', "'\\''"))
-    }
-}
-
 fn print_summary(report: &Report) {
     say(&format!(
         "{} × {} on {} ({}): {}",
@@ -107,11 +121,17 @@ fn print_summary(report: &Report) {
         report.verdict.name().to_uppercase()
     ));
     for c in &report.invariants {
+        // The hint about keys never seen is said once, at the end.
+        let summary = match &report.keys.unseen {
+            Some(hint) => c
+                .summary
+                .replace(hint.as_str(), "no limiter key was ever seen (see `keys:` below)"),
+            None => c.summary.clone(),
+        };
         say(&format!(
-            "  {:<22} {:<8} {}",
+            "  {:<22} {:<8} {summary}",
             c.invariant.name(),
-            c.verdict.name(),
-            c.summary
+            c.verdict.name()
         ));
     }
     for f in &report.faults {
@@ -125,15 +145,21 @@ fn print_summary(report: &Report) {
         "  {} requests: {} allowed, {} rejected, {} errors, {} indeterminate; {} ms",
         c.requests, c.allowed, c.rejected, c.errors, c.indeterminate, report.observed.wall_ms
     ));
+    if let Some(hint) = &report.keys.unseen {
+        say(&format!("keys:      {hint}"));
+    }
     say(&format!("reproduce: {}", report.reproduce));
 }
 
 pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
-    let scenarios: Vec<_> = list_scenarios()
+    let mut scenarios: Vec<_> = list_scenarios()
         .into_iter()
         .filter(|(name, _)| glob_match(&args.scenarios, name))
         .map(|(_, path)| load_scenario(&path))
         .collect::<Result<_, _>>()?;
+    for scenario in &mut scenarios {
+        adjust(scenario, &args.adjust)?;
+    }
     if scenarios.is_empty() {
         return Err(SetupError::Usage(format!(
             "no scenario matches `{}` (see `limiter-harness list`)",
@@ -192,6 +218,7 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         seed: args.seed,
         via_proxy: server.via_proxy,
         allow_reconfigure: server.allow_reconfigure,
+        adjust_flags: adjust_flags(&args.adjust),
         cancel: cancel.clone(),
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
     })
@@ -251,6 +278,13 @@ pub fn list() -> Result<ExitCode, SetupError> {
         for line in limiter.commands().lines() {
             say(&format!("      {line}"));
         }
+        let ttl = match limiter.ttl_max_windows() {
+            Some(windows) => format!("{windows} × window (declared)"),
+            None => format!("one window ({})", limiter.algorithm().ttl_default_reason()),
+        };
+        say(&format!(
+            "      keys: <key_prefix><identity>, one per identity (e.g. rl:0); TTL bound: {ttl}"
+        ));
     }
     say("\nYour own limiter:");
     say(

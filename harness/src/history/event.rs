@@ -12,6 +12,11 @@ pub enum Event {
         seed: u64,
         backend: String,
         server_version: String,
+        /// The key templates the run took for the limiter's keys, and who described them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        keys: Vec<String>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        keys_from: String,
     },
     /// State the scenario planted before traffic (e.g. an exhausted key without TTL).
     Setup { t_us: u64, key: String, detail: String },
@@ -41,6 +46,10 @@ pub enum Event {
         count: Option<i64>,
         /// The round trips the limiter made, each as the commands it sent (e.g. "GET", "INCR").
         trips: Vec<String>,
+        /// Every key the request's commands named, as the `Wire` or the fault proxy saw them
+        /// (the limiter's own keys, whatever their layout).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        keys: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
@@ -94,6 +103,9 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         request: Option<u64>,
         commands: Vec<String>,
+        /// The keys those commands named.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        keys: Vec<String>,
     },
     /// Something stopped the harness from seeing or doing what it needed.
     Problem {

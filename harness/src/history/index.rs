@@ -4,6 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::{Event, KeySample, Outcome};
+use crate::keys::{KeyLayout, Sighting};
+
+/// How many keys outside the layout the index keeps, to name them in hints.
+const FOREIGN_KEYS_MAX: usize = 256;
 
 /// One request: its invocation merged with its completion (absent if the run was cut short).
 #[derive(Debug, Clone, PartialEq)]
@@ -11,7 +15,14 @@ pub struct Request {
     pub id: u64,
     pub identity: u32,
     pub ordinal: u64,
-    pub key: String,
+    /// The key the harness handed the limiter (`key_prefix` + identity); a limiter with a
+    /// layout of its own may never touch it.
+    pub harness_key: String,
+    /// The identity's limiter keys (by the run's layout) that the request's commands named:
+    /// the keys it actually worked on, learned from the wire.
+    pub keys: Vec<String>,
+    /// Keys its commands named that the layout does not give to its identity.
+    pub other_keys: Vec<String>,
     pub phase: usize,
     pub invoke_us: u64,
     pub complete_us: Option<u64>,
@@ -35,6 +46,20 @@ impl Request {
     pub fn end_us(&self) -> u64 {
         self.complete_us.unwrap_or(u64::MAX)
     }
+
+    /// Whether the request worked on `key`.
+    pub fn touched(&self, key: &str) -> bool {
+        self.keys.iter().any(|k| k == key)
+    }
+
+    /// The key to name in evidence about this request: the first limiter key it worked on,
+    /// or its identity when it named none.
+    pub fn key_label(&self) -> String {
+        self.keys
+            .first()
+            .cloned()
+            .unwrap_or_else(|| format!("identity {} (no limiter key seen)", self.identity))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -50,8 +75,10 @@ pub struct Sample {
 pub struct HistoryIndex {
     /// Every request, ordered by invocation time.
     pub requests: Vec<Request>,
-    /// Request positions (into `requests`) per key, in invocation order.
+    /// Request positions (into `requests`) per limiter key they worked on, in invocation order.
     pub by_key: BTreeMap<String, Vec<usize>>,
+    /// Request positions per identity, in invocation order.
+    pub by_identity: BTreeMap<u32, Vec<usize>>,
     pub samples: Vec<Sample>,
     /// Keyspace notifications per key: (t_us, event).
     pub keyspace: BTreeMap<String, Vec<(u64, String)>>,
@@ -67,6 +94,9 @@ pub struct HistoryIndex {
     pub planted: BTreeMap<String, u64>,
     /// What the fault proxy saw clients send, in order (empty when no proxy ran).
     pub wire: Vec<WireRecord>,
+    /// Keys named on the wire by no request the proxy could tell (outside the layout), with
+    /// when: (t_us, key), the first [`FOREIGN_KEYS_MAX`] distinct keys.
+    pub unattributed: Vec<(u64, String)>,
 }
 
 /// One round trip through the fault proxy.
@@ -92,24 +122,53 @@ pub struct FaultRecord {
 }
 
 impl HistoryIndex {
-    pub fn new(events: &[Event]) -> Self {
+    /// Index `events`, taking `layout` for which keys are the limiter's and whose.
+    pub fn new(events: &[Event], layout: &KeyLayout) -> Self {
         let mut index = Self {
             keyspace_complete: true,
             ..Self::default()
         };
         let mut pending: BTreeMap<u64, usize> = BTreeMap::new();
         for event in events {
-            index.add(event, &mut pending);
+            index.add(event, layout, &mut pending);
         }
         index.requests.sort_by_key(|r| (r.invoke_us, r.id));
         for (pos, request) in index.requests.iter().enumerate() {
-            index.by_key.entry(request.key.clone()).or_default().push(pos);
+            for key in &request.keys {
+                index.by_key.entry(key.clone()).or_default().push(pos);
+            }
+            index.by_identity.entry(request.identity).or_default().push(pos);
         }
+        index.add_unanswered(layout);
         index.samples.sort_by_key(|s| s.t_start_us);
         index
     }
 
-    fn add(&mut self, event: &Event, pending: &mut BTreeMap<u64, usize>) {
+    /// A request never answered (the run was cut short) has no record of the keys it named:
+    /// it counts as on every key of its identity, so that nothing is judged as if it had not
+    /// been in flight.
+    fn add_unanswered(&mut self, layout: &KeyLayout) {
+        let unanswered: Vec<usize> = (0..self.requests.len())
+            .filter(|&p| self.requests[p].complete_us.is_none())
+            .collect();
+        if unanswered.is_empty() {
+            return;
+        }
+        let keys: Vec<String> = self.by_key.keys().chain(self.planted.keys()).cloned().collect();
+        for key in keys {
+            let Some(identity) = layout.identity_of(key.as_bytes()) else {
+                continue;
+            };
+            let positions = self.by_key.entry(key).or_default();
+            for &p in unanswered.iter().filter(|&&p| self.requests[p].identity == identity) {
+                if let Err(at) = positions.binary_search(&p) {
+                    positions.insert(at, p);
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, event: &Event, layout: &KeyLayout, pending: &mut BTreeMap<u64, usize>) {
         match event {
             Event::Invoke {
                 id,
@@ -124,7 +183,9 @@ impl HistoryIndex {
                     id: *id,
                     identity: *identity,
                     ordinal: *ordinal,
-                    key: key.clone(),
+                    harness_key: key.clone(),
+                    keys: Vec::new(),
+                    other_keys: Vec::new(),
                     phase: *phase,
                     invoke_us: *t_us,
                     complete_us: None,
@@ -140,6 +201,7 @@ impl HistoryIndex {
                 outcome,
                 count,
                 trips,
+                keys,
                 error,
             } => {
                 if let Some(pos) = pending.remove(id) {
@@ -149,6 +211,10 @@ impl HistoryIndex {
                     r.count = *count;
                     r.trips.clone_from(trips);
                     r.error.clone_from(error);
+                    let identity = r.identity;
+                    let (mine, other) = keys.iter().cloned().partition(|k| layout.is_key_of(k, identity));
+                    r.keys = mine;
+                    r.other_keys = other;
                 }
             }
             Event::Sample {
@@ -160,13 +226,19 @@ impl HistoryIndex {
                 t_start_us: *t_start_us,
                 t_end_us: *t_end_us,
                 final_audit: *final_audit,
-                keys: keys.clone(),
+                keys: keys
+                    .iter()
+                    .filter(|k| layout.identity_of(k.key.as_bytes()).is_some())
+                    .cloned()
+                    .collect(),
             }),
             Event::Keyspace { t_us, key, event } => {
-                self.keyspace
-                    .entry(key.clone())
-                    .or_default()
-                    .push((*t_us, event.clone()));
+                if layout.identity_of(key.as_bytes()).is_some() {
+                    self.keyspace
+                        .entry(key.clone())
+                        .or_default()
+                        .push((*t_us, event.clone()));
+                }
             }
             Event::Problem {
                 source, detail, fatal, ..
@@ -214,14 +286,78 @@ impl HistoryIndex {
                 conn,
                 request,
                 commands,
-            } => self.wire.push(WireRecord {
-                t_us: *t_us,
-                conn: *conn,
-                request: *request,
-                commands: commands.clone(),
-            }),
+                keys,
+            } => {
+                if request.is_none() {
+                    for key in keys {
+                        let known = self.unattributed.iter().any(|(_, k)| k == key);
+                        if !known && self.unattributed.len() < FOREIGN_KEYS_MAX {
+                            self.unattributed.push((*t_us, key.clone()));
+                        }
+                    }
+                }
+                self.wire.push(WireRecord {
+                    t_us: *t_us,
+                    conn: *conn,
+                    request: *request,
+                    commands: commands.clone(),
+                });
+            }
             Event::Run { .. } | Event::Stats { .. } | Event::Flood { .. } => {}
         }
+    }
+
+    /// Whether the run saw any limiter key at all (by its layout): a request's command named
+    /// one, the observer sampled one, the server notified about one, or the setup planted one.
+    /// Without that, no verdict about keys, TTLs or windows rests on anything.
+    pub fn saw_limiter_keys(&self) -> bool {
+        !self.by_key.is_empty()
+            || self.samples.iter().any(|s| !s.keys.is_empty())
+            || !self.keyspace.is_empty()
+            || !self.planted.is_empty()
+    }
+
+    /// Keys the limiter named that the layout does not give to the requester, each with the
+    /// identity of the request that named it when the history tells: the request itself, or
+    /// the only request in flight when the proxy saw it.
+    pub fn foreign_keys(&self) -> Vec<Sighting> {
+        let mut seen: Vec<Sighting> = Vec::new();
+        for r in &self.requests {
+            for key in &r.other_keys {
+                if seen.len() < FOREIGN_KEYS_MAX
+                    && !seen.iter().any(|s| s.key == *key && s.identity == Some(r.identity))
+                {
+                    seen.push(Sighting {
+                        key: key.clone(),
+                        identity: Some(r.identity),
+                    });
+                }
+            }
+        }
+        for (t_us, key) in &self.unattributed {
+            seen.push(Sighting {
+                key: key.clone(),
+                identity: self.sole_identity_in_flight(*t_us),
+            });
+        }
+        seen
+    }
+
+    /// The identity of the requests in flight at `t_us`, when they are all of one identity.
+    fn sole_identity_in_flight(&self, t_us: u64) -> Option<u32> {
+        let started = self.requests.partition_point(|r| r.invoke_us <= t_us);
+        let mut identity = None;
+        // Requests are sorted by invocation; look back over a bounded number of them.
+        for r in self.requests[..started].iter().rev().take(10_000) {
+            if r.end_us() >= t_us {
+                match identity {
+                    None => identity = Some(r.identity),
+                    Some(i) if i != r.identity => return None,
+                    Some(_) => {}
+                }
+            }
+        }
+        identity
     }
 
     /// Requests on `key`, in invocation order.
@@ -231,6 +367,26 @@ impl HistoryIndex {
             .into_iter()
             .flatten()
             .map(|&pos| &self.requests[pos])
+    }
+
+    /// The requests of `identity`, in invocation order.
+    pub fn requests_of<'a>(&'a self, identity: u32) -> impl DoubleEndedIterator<Item = &'a Request> + 'a {
+        self.by_identity
+            .get(&identity)
+            .into_iter()
+            .flatten()
+            .map(|&pos| &self.requests[pos])
+    }
+
+    /// The last request of `identity` sent at or before `t_us` that worked on a limiter key.
+    pub fn last_with_keys(&self, identity: u32, t_us: u64) -> Option<&Request> {
+        let positions = self.by_identity.get(&identity)?;
+        let sent = positions.partition_point(|&p| self.requests[p].invoke_us <= t_us);
+        positions[..sent]
+            .iter()
+            .rev()
+            .map(|&p| &self.requests[p])
+            .find(|r| !r.keys.is_empty())
     }
 
     /// When the first request on `key` was answered, if any was.

@@ -8,22 +8,25 @@
 //! completions, never a crash and never an admission.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use redis::aio::MultiplexedConnection;
 use redis::{ErrorKind, RedisError, RedisResult};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
 
-use super::{Algorithm, Decision, Limiter, LimiterEnv, Wire};
+use super::{Algorithm, Decision, Limiter, LimiterEnv, Plant, Wire};
+use crate::clock::RunClock;
 use crate::error::SetupError;
-use crate::history::Event;
+use crate::history::{Event, Recorder};
+use crate::keys::{KeyLayout, KeyTemplate, LayoutSource};
 use crate::scenario::Limit;
 
 /// The protocol version this harness speaks.
@@ -32,6 +35,10 @@ pub const PROTOCOL_VERSION: u32 = 1;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one request may wait for its reply before it is called indeterminate.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Ids of `plant` messages: far above any request id.
+const PLANT_IDS_FROM: u64 = 1 << 62;
+/// How much of the adapter's stderr a start-up error quotes.
+const STDERR_TAIL_LINES: usize = 5;
 
 /// `exec:CMD`: the command line as the user gave it; started per run by [`Limiter::start`].
 #[derive(Debug)]
@@ -103,6 +110,42 @@ struct Hello {
     algorithm: Option<Algorithm>,
     #[serde(default)]
     round_trips_max: Option<u32>,
+    /// Templates of the keys it keeps per identity, e.g. `["app:{identity}:*"]`.
+    #[serde(default)]
+    keys: Option<Vec<String>>,
+    /// How long its keys may live, in windows.
+    #[serde(default)]
+    ttl_max_windows: Option<f64>,
+    /// Whether it answers `plant` messages.
+    #[serde(default)]
+    plant: bool,
+}
+
+impl Hello {
+    fn validate(&self) -> Result<(), String> {
+        if self.protocol != PROTOCOL_VERSION {
+            return Err(format!(
+                "it speaks protocol {} and this harness speaks {PROTOCOL_VERSION}",
+                self.protocol
+            ));
+        }
+        if let Some(keys) = &self.keys {
+            if keys.is_empty() {
+                return Err("its hello's `keys` is empty: leave it out, or give the templates of its keys".into());
+            }
+            for key in keys {
+                KeyTemplate::parse(key).map_err(|e| format!("its hello's `keys`: {e}"))?;
+            }
+        }
+        if let Some(windows) = self.ttl_max_windows
+            && !(windows.is_finite() && windows > 0.0 && windows <= 1e6)
+        {
+            return Err(format!(
+                "its hello's `ttl_max_windows` = {windows} must be a positive number of windows"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// One request, harness → adapter.
@@ -112,6 +155,15 @@ struct RequestLine<'a> {
     identity: u32,
     key: &'a str,
     cost: u32,
+}
+
+/// Plant a state before traffic, harness → adapter (only to an adapter whose hello offers it).
+#[derive(Debug, Serialize)]
+struct PlantLine<'a> {
+    id: u64,
+    plant: &'a str,
+    identity: u32,
+    key: &'a str,
 }
 
 /// One reply, adapter → harness.
@@ -128,9 +180,12 @@ struct ReplyLine {
     /// The adapter does not know whether its command took effect (a lost reply).
     #[serde(default)]
     indeterminate: bool,
+    /// The answer to a `plant` message: what it wrote.
+    #[serde(default)]
+    planted: Option<String>,
 }
 
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<RedisResult<Decision>>>>>;
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<RedisResult<ReplyLine>>>>>;
 
 /// A running adapter process.
 pub struct ExecSession {
@@ -138,6 +193,10 @@ pub struct ExecSession {
     commands: String,
     algorithm: Algorithm,
     round_trips_max: u32,
+    keys: Option<Vec<String>>,
+    ttl_max_windows: Option<f64>,
+    plants: bool,
+    next_plant_id: AtomicU64,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     pending: Pending,
     /// Set when the process has gone: later requests fail at once.
@@ -145,8 +204,8 @@ pub struct ExecSession {
     child: Mutex<Option<Child>>,
     pgid: Option<i32>,
     stopping: Arc<AtomicBool>,
-    recorder: crate::history::Recorder,
-    clock: crate::clock::RunClock,
+    recorder: Recorder,
+    clock: RunClock,
 }
 
 impl ExecSession {
@@ -157,133 +216,28 @@ impl ExecSession {
         };
         std::fs::create_dir_all(&env.report_dir).map_err(|e| SetupError::io("cannot create", &env.report_dir, e))?;
         let stderr_path: PathBuf = env.report_dir.join("adapter.stderr.log");
-        let stderr =
-            std::fs::File::create(&stderr_path).map_err(|e| SetupError::io("cannot create", &stderr_path, e))?;
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(&spec.command)
-            .env("REDIS_URL", &env.redis_url)
-            .env("LIMITER_HARNESS_PROTOCOL", PROTOCOL_VERSION.to_string())
-            .env("LIMIT_REQUESTS_MAX", env.limit.requests_max.to_string())
-            .env("LIMIT_WINDOW_MS", env.limit.window_ms.to_string())
-            .env("LIMIT_KEY_PREFIX", &env.limit.key_prefix)
-            .env("PYTHONUNBUFFERED", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| fail(format!("could not start `sh -c {}`: {e}", spec.command)))?;
+        let mut child = start_process(spec, env, &stderr_path)?;
         let pgid = child.id().map(|p| p as i32);
         let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-        let stderr_hint = format!("its stderr is in {}", stderr_path.display());
-
-        let hello = match tokio::time::timeout(HELLO_TIMEOUT, lines.next_line()).await {
-            Err(_) => Err(format!(
-                "no hello line within {} s (the adapter must first print {{\"protocol\": 1}}); {stderr_hint}",
-                HELLO_TIMEOUT.as_secs()
-            )),
-            Ok(Ok(None)) | Ok(Err(_)) => {
-                // Its stdout is closed but it may still run (stdout redirected): let it see
-                // EOF on stdin, give it a moment; the group is killed below either way.
-                drop(child.stdin.take());
-                let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
-                    Ok(Ok(status)) => status.to_string(),
-                    _ => "still running with its stdout closed".to_owned(),
-                };
-                Err(format!(
-                    "the adapter exited before its hello line ({status}); {stderr_hint}"
-                ))
-            }
-            Ok(Ok(Some(line))) => serde_json::from_str::<Hello>(&line).map_err(|e| {
-                format!(
-                    "its first line is not a hello ({{\"protocol\": 1, ...}}): {e}: `{}`",
-                    cut(&line)
-                )
-            }),
-        };
-        let stdin = child.stdin.take();
-        let hello = match hello {
-            Ok(h) => h,
+        let hello = match read_hello(&mut child, &mut lines, &stderr_path).await {
+            Ok(hello) => hello,
             Err(reason) => {
                 kill_group(pgid);
                 return Err(fail(reason));
             }
         };
-        if hello.protocol != PROTOCOL_VERSION {
-            kill_group(pgid);
-            return Err(fail(format!(
-                "it speaks protocol {} and this harness speaks {PROTOCOL_VERSION}",
-                hello.protocol
-            )));
-        }
-
+        let stdin = child.stdin.take();
         let pending: Pending = Arc::default();
         let gone: Arc<Mutex<Option<String>>> = Arc::default();
         let stopping = Arc::new(AtomicBool::new(false));
-        let (recorder, clock) = (env.recorder.clone(), env.clock);
-        {
-            let (pending, gone, stopping) = (Arc::clone(&pending), Arc::clone(&gone), Arc::clone(&stopping));
-            tokio::spawn(async move {
-                let problem = |detail: String, fatal: bool| {
-                    recorder.record(Event::Problem {
-                        t_us: clock.now_us(),
-                        source: "exec-adapter".into(),
-                        detail,
-                        fatal,
-                    });
-                };
-                let end = loop {
-                    let line = match lines.next_line().await {
-                        Ok(Some(line)) => line,
-                        Ok(None) => break "the adapter closed its stdout (exited?)".to_owned(),
-                        Err(e) => break format!("reading the adapter's stdout failed: {e}"),
-                    };
-                    if line.trim().is_empty() {
-                        continue;
-                    }
-                    let reply = match serde_json::from_str::<ReplyLine>(&line) {
-                        Ok(r) => r,
-                        Err(e) => {
-                            problem(
-                                format!("protocol violation: not a reply line ({e}): `{}`", cut(&line)),
-                                false,
-                            );
-                            continue;
-                        }
-                    };
-                    let Some(waiter) = pending.lock().expect("pending lock").remove(&reply.id) else {
-                        problem(
-                            format!(
-                                "protocol violation: a reply for unknown or finished request id {}",
-                                reply.id
-                            ),
-                            false,
-                        );
-                        continue;
-                    };
-                    let _ = waiter.send(decision(reply));
-                };
-                // Going away before the harness asked it to is the adapter's failure: what it
-                // would have decided afterwards is unknown, so the run cannot pass.
-                let during_run = !stopping.load(Ordering::Acquire);
-                problem(
-                    if during_run {
-                        format!("{end} during the run")
-                    } else {
-                        end.clone()
-                    },
-                    during_run,
-                );
-                let mut pending = pending.lock().expect("pending lock");
-                *gone.lock().expect("gone lock") = Some(end.clone());
-                for (_, waiter) in pending.drain() {
-                    let _ = waiter.send(Err(indeterminate(format!("{end} before replying"))));
-                }
-            });
-        }
-
+        tokio::spawn(read_replies(
+            lines,
+            Arc::clone(&pending),
+            Arc::clone(&gone),
+            Arc::clone(&stopping),
+            env.recorder.clone(),
+            env.clock,
+        ));
         let name = hello
             .name
             .map_or_else(|| spec.name.clone(), |n| format!("{} ({n})", spec.name));
@@ -292,6 +246,10 @@ impl ExecSession {
             commands: spec.commands().to_owned(),
             algorithm: hello.algorithm.unwrap_or(spec.algorithm()),
             round_trips_max: hello.round_trips_max.unwrap_or(u32::MAX),
+            keys: hello.keys,
+            ttl_max_windows: hello.ttl_max_windows,
+            plants: hello.plant,
+            next_plant_id: AtomicU64::new(PLANT_IDS_FROM),
             stdin: tokio::sync::Mutex::new(stdin),
             pending,
             gone,
@@ -301,6 +259,197 @@ impl ExecSession {
             recorder: env.recorder.clone(),
             clock: env.clock,
         })
+    }
+
+    /// Send one line carrying `id` and wait for the adapter's reply to it.
+    async fn exchange(&self, id: u64, mut line: Vec<u8>) -> RedisResult<ReplyLine> {
+        let (tx, rx) = oneshot::channel();
+        {
+            // Checked under the pending lock, which the reader holds while it drains: a
+            // request is either drained or refused, never left waiting.
+            let mut pending = self.pending.lock().expect("pending lock");
+            if let Some(why) = self.gone.lock().expect("gone lock").clone() {
+                return Err(RedisError::from((ErrorKind::Client, "the adapter is not running", why)));
+            }
+            pending.insert(id, tx);
+        }
+        line.push(b'\n');
+        // An adapter that stops reading fills the pipe: the write gives up with the reply.
+        let written = tokio::time::timeout(REPLY_TIMEOUT, async {
+            let mut stdin = self.stdin.lock().await;
+            match stdin.as_mut() {
+                Some(s) => s.write_all(&line).await.and(s.flush().await),
+                None => Err(std::io::Error::other("stdin closed")),
+            }
+        })
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the adapter has not read its stdin for 5 s")));
+        if let Err(e) = written {
+            self.pending.lock().expect("pending lock").remove(&id);
+            return Err(RedisError::from((
+                ErrorKind::Client,
+                "could not write to the adapter",
+                e.to_string(),
+            )));
+        }
+        match tokio::time::timeout(REPLY_TIMEOUT, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(indeterminate("the adapter went away before replying".into())),
+            Err(_) => {
+                self.pending.lock().expect("pending lock").remove(&id);
+                let detail = format!(
+                    "protocol violation: no reply within {} ms to request #{id}",
+                    REPLY_TIMEOUT.as_millis()
+                );
+                self.recorder.record(Event::Problem {
+                    t_us: self.clock.now_us(),
+                    source: "exec-adapter".into(),
+                    detail: detail.clone(),
+                    fatal: false,
+                });
+                Err(indeterminate(detail))
+            }
+        }
+    }
+}
+
+/// `sh -c COMMAND` in a process group of its own, with the run's environment.
+fn start_process(spec: &ExecSpec, env: &LimiterEnv, stderr_path: &Path) -> Result<Child, SetupError> {
+    let stderr = std::fs::File::create(stderr_path).map_err(|e| SetupError::io("cannot create", stderr_path, e))?;
+    Command::new("sh")
+        .arg("-c")
+        .arg(&spec.command)
+        .env("REDIS_URL", &env.redis_url)
+        .env("LIMITER_HARNESS_PROTOCOL", PROTOCOL_VERSION.to_string())
+        .env("LIMIT_REQUESTS_MAX", env.limit.requests_max.to_string())
+        .env("LIMIT_WINDOW_MS", env.limit.window_ms.to_string())
+        .env("LIMIT_KEY_PREFIX", &env.limit.key_prefix)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr))
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| SetupError::AdapterStart {
+            limiter: spec.name.clone(),
+            reason: format!("could not start `sh -c {}`: {e}", spec.command),
+        })
+}
+
+/// The adapter's first line, validated; the error says why not, quoting its stderr.
+async fn read_hello(
+    child: &mut Child,
+    lines: &mut Lines<BufReader<ChildStdout>>,
+    stderr_path: &Path,
+) -> Result<Hello, String> {
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, lines.next_line()).await {
+        Err(_) => Err(format!(
+            "no hello line within {} s (the adapter must first print {{\"protocol\": 1}})",
+            HELLO_TIMEOUT.as_secs()
+        )),
+        Ok(Ok(None)) | Ok(Err(_)) => {
+            // Its stdout is closed but it may still run (stdout redirected): let it see
+            // EOF on stdin, give it a moment; the group is killed by the caller either way.
+            drop(child.stdin.take());
+            let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+                Ok(Ok(status)) => status.to_string(),
+                _ => "still running with its stdout closed".to_owned(),
+            };
+            Err(format!("the adapter exited before its hello line ({status})"))
+        }
+        Ok(Ok(Some(line))) => serde_json::from_str::<Hello>(&line).map_err(|e| {
+            format!(
+                "its first line is not a hello ({{\"protocol\": 1, ...}}): {e}: `{}`",
+                cut(&line)
+            )
+        }),
+    };
+    hello
+        .and_then(|h| h.validate().map(|()| h))
+        .map_err(|reason| format!("{reason}; {}", stderr_hint(stderr_path)))
+}
+
+/// "its stderr is in PATH", with its last lines when it wrote any.
+fn stderr_hint(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = &lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..];
+    if tail.is_empty() {
+        format!("its stderr is in {} (empty)", path.display())
+    } else {
+        format!(
+            "its stderr is in {}, ending with:\n    {}",
+            path.display(),
+            tail.iter().map(|l| cut(l)).collect::<Vec<_>>().join("\n    ")
+        )
+    }
+}
+
+/// Route each reply line to the request waiting for it until the adapter's stdout closes;
+/// then fail every request still waiting.
+async fn read_replies(
+    mut lines: Lines<BufReader<ChildStdout>>,
+    pending: Pending,
+    gone: Arc<Mutex<Option<String>>>,
+    stopping: Arc<AtomicBool>,
+    recorder: Recorder,
+    clock: RunClock,
+) {
+    let problem = |detail: String, fatal: bool| {
+        recorder.record(Event::Problem {
+            t_us: clock.now_us(),
+            source: "exec-adapter".into(),
+            detail,
+            fatal,
+        });
+    };
+    let end = loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break "the adapter closed its stdout (exited?)".to_owned(),
+            Err(e) => break format!("reading the adapter's stdout failed: {e}"),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let reply = match serde_json::from_str::<ReplyLine>(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                problem(
+                    format!("protocol violation: not a reply line ({e}): `{}`", cut(&line)),
+                    false,
+                );
+                continue;
+            }
+        };
+        let Some(waiter) = pending.lock().expect("pending lock").remove(&reply.id) else {
+            problem(
+                format!(
+                    "protocol violation: a reply for unknown or finished request id {}",
+                    reply.id
+                ),
+                false,
+            );
+            continue;
+        };
+        let _ = waiter.send(Ok(reply));
+    };
+    // Going away before the harness asked it to is the adapter's failure: what it would have
+    // decided afterwards is unknown, so the run cannot pass.
+    let during_run = !stopping.load(Ordering::Acquire);
+    problem(
+        if during_run {
+            format!("{end} during the run")
+        } else {
+            end.clone()
+        },
+        during_run,
+    );
+    let mut pending = pending.lock().expect("pending lock");
+    *gone.lock().expect("gone lock") = Some(end.clone());
+    for (_, waiter) in pending.drain() {
+        let _ = waiter.send(Err(indeterminate(format!("{end} before replying"))));
     }
 }
 
@@ -381,63 +530,66 @@ impl Limiter for ExecSession {
         true
     }
 
+    fn declared_keys(&self, limit: &Limit) -> Option<KeyLayout> {
+        let keys = self.keys.as_ref()?;
+        KeyLayout::parse(
+            keys,
+            limit.identities,
+            LayoutSource::Limiter("the adapter's hello".into()),
+        )
+        .ok()
+    }
+
+    fn ttl_max_windows(&self) -> Option<f64> {
+        self.ttl_max_windows
+    }
+
+    async fn plant_exhausted(
+        &self,
+        _conn: &mut MultiplexedConnection,
+        identity: u32,
+        key: &str,
+        _limit: &Limit,
+    ) -> RedisResult<Plant> {
+        if !self.plants {
+            return Ok(Plant::Unsupported(
+                "the adapter's hello does not offer `plant` (\"plant\": true)".into(),
+            ));
+        }
+        let id = self.next_plant_id.fetch_add(1, Ordering::Relaxed);
+        let line = serde_json::to_vec(&PlantLine {
+            id,
+            plant: "exhausted",
+            identity,
+            key,
+        })
+        .expect("a plant line serializes");
+        let reply = self.exchange(id, line).await?;
+        match (reply.planted, reply.error) {
+            (_, Some(error)) => Err(RedisError::from((
+                ErrorKind::Client,
+                "the adapter could not plant",
+                error,
+            ))),
+            (Some(planted), None) => Ok(Plant::Planted(planted)),
+            (None, None) => Err(RedisError::from((
+                ErrorKind::Client,
+                "protocol violation",
+                "a reply to `plant` with neither `planted` nor `error`".to_owned(),
+            ))),
+        }
+    }
+
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, _limit: &Limit) -> RedisResult<Decision> {
         let req = wire.request();
-        let (tx, rx) = oneshot::channel();
-        {
-            // Checked under the pending lock, which the reader holds while it drains: a
-            // request is either drained or refused, never left waiting.
-            let mut pending = self.pending.lock().expect("pending lock");
-            if let Some(why) = self.gone.lock().expect("gone lock").clone() {
-                return Err(RedisError::from((ErrorKind::Client, "the adapter is not running", why)));
-            }
-            pending.insert(req.id, tx);
-        }
-        let mut line = serde_json::to_vec(&RequestLine {
+        let line = serde_json::to_vec(&RequestLine {
             id: req.id,
             identity: req.identity,
             key,
             cost: 1,
         })
         .expect("a request line serializes");
-        line.push(b'\n');
-        // An adapter that stops reading fills the pipe: the write gives up with the reply.
-        let written = tokio::time::timeout(REPLY_TIMEOUT, async {
-            let mut stdin = self.stdin.lock().await;
-            match stdin.as_mut() {
-                Some(s) => s.write_all(&line).await.and(s.flush().await),
-                None => Err(std::io::Error::other("stdin closed")),
-            }
-        })
-        .await
-        .unwrap_or_else(|_| Err(std::io::Error::other("the adapter has not read its stdin for 5 s")));
-        if let Err(e) = written {
-            self.pending.lock().expect("pending lock").remove(&req.id);
-            return Err(RedisError::from((
-                ErrorKind::Client,
-                "could not write to the adapter",
-                e.to_string(),
-            )));
-        }
-        match tokio::time::timeout(REPLY_TIMEOUT, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(indeterminate("the adapter went away before replying".into())),
-            Err(_) => {
-                self.pending.lock().expect("pending lock").remove(&req.id);
-                let detail = format!(
-                    "protocol violation: no reply within {} ms to request #{}",
-                    REPLY_TIMEOUT.as_millis(),
-                    req.id
-                );
-                self.recorder.record(Event::Problem {
-                    t_us: self.clock.now_us(),
-                    source: "exec-adapter".into(),
-                    detail: detail.clone(),
-                    fatal: false,
-                });
-                Err(indeterminate(detail))
-            }
-        }
+        decision(self.exchange(req.id, line).await?)
     }
 
     async fn stop(&self) {
@@ -457,5 +609,39 @@ impl Limiter for ExecSession {
                 kill_group(self.pgid);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(json: &str) -> Result<(), String> {
+        serde_json::from_str::<Hello>(json)
+            .map_err(|e| e.to_string())?
+            .validate()
+    }
+
+    #[test]
+    fn hello_fields_are_checked() {
+        assert!(hello(r#"{"protocol": 1}"#).is_ok());
+        assert!(hello(r#"{"protocol": 1, "keys": ["app:{identity}:*"], "ttl_max_windows": 2, "plant": true}"#).is_ok());
+        assert!(hello(r#"{"protocol": 2}"#).unwrap_err().contains("protocol 2"));
+        assert!(
+            hello(r#"{"protocol": 1, "keys": ["app:{id}"]}"#)
+                .unwrap_err()
+                .contains("unknown placeholder")
+        );
+        assert!(hello(r#"{"protocol": 1, "keys": []}"#).unwrap_err().contains("empty"));
+        assert!(
+            hello(r#"{"protocol": 1, "ttl_max_windows": 0}"#)
+                .unwrap_err()
+                .contains("positive")
+        );
+        assert!(
+            hello(r#"{"protocol": 1, "keyz": []}"#)
+                .unwrap_err()
+                .contains("unknown field")
+        );
     }
 }

@@ -4,6 +4,7 @@
 mod builtin;
 mod exec;
 mod script;
+mod template;
 mod wire;
 
 use std::path::PathBuf;
@@ -17,11 +18,12 @@ use serde::{Deserialize, Serialize};
 pub use builtin::{BUILTIN_NAMES, builtin};
 pub use exec::{ExecSpec, PROTOCOL_VERSION};
 pub use script::{ResultMapping, ScriptConvention, ScriptLimiter, decide, parse_convention};
-pub use wire::{RequestCtx, TripSummary, Wire};
+pub use wire::{RequestCtx, TripSummary, Wire, keys_at_gap};
 
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::Recorder;
+use crate::keys::KeyLayout;
 use crate::scenario::Limit;
 
 /// A `--limiter` argument: a built-in name, `lua:PATH` or `exec:COMMAND`.
@@ -50,6 +52,23 @@ pub struct LimiterEnv {
     pub clock: RunClock,
     /// The run's report directory (an adapter's stderr goes there).
     pub report_dir: PathBuf,
+}
+
+/// What planting an identity's exhausted state came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plant {
+    /// Written; what was done, e.g. "SET rl:0 20 (no TTL)".
+    Planted(String),
+    /// The limiter cannot say how its state looks: why, and what would let it.
+    Unsupported(String),
+}
+
+/// Plant a counter over the limit, without a TTL, at `key`: the exhausted state of a limiter
+/// that keeps its count as a string at the harness's key.
+pub async fn plant_counter(conn: &mut MultiplexedConnection, key: &str, limit: &Limit) -> RedisResult<Plant> {
+    let value = limit.requests_max * 2;
+    let () = redis::cmd("SET").arg(key).arg(value).query_async(conn).await?;
+    Ok(Plant::Planted(format!("SET {key} {value} (no TTL)")))
 }
 
 /// What a limiter decided for one request.
@@ -89,6 +108,17 @@ impl Algorithm {
     pub fn counts_only_grow(self) -> bool {
         matches!(self, Self::FixedWindow)
     }
+
+    /// Why a key of this algorithm lives at most one window, when the limiter declares
+    /// nothing else: the default TTL bound.
+    pub fn ttl_default_reason(self) -> &'static str {
+        match self {
+            Self::FixedWindow => "a fixed window's counter lives one window",
+            Self::SlidingLog => "a sliding log's entries are older than a window once it ends",
+            Self::TokenBucket => "an emptied token bucket is full again after one window",
+            Self::Gcra => "a GCRA arrival time is at most one window ahead",
+        }
+    }
 }
 
 /// A rate limiter under test. `acquire` decides one request and must send every command
@@ -121,12 +151,37 @@ pub trait Limiter: Send + Sync {
     async fn prepare(&self, _conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
         Ok(())
     }
-    /// Write this limiter's own state for an identity that has used up its limit, with no
-    /// TTL: what incident 1 leaves behind. The default writes a counter at twice the limit.
-    async fn plant_exhausted(&self, conn: &mut MultiplexedConnection, key: &str, limit: &Limit) -> RedisResult<String> {
-        let value = limit.requests_max * 2;
-        let () = redis::cmd("SET").arg(key).arg(value).query_async(conn).await?;
-        Ok(format!("SET {key} {value} (no TTL)"))
+    /// The keys it keeps per identity, when it describes them itself (an exec adapter's
+    /// hello, a Lua sidecar); `None`: the harness's key, `key_prefix` + identity.
+    fn declared_keys(&self, _limit: &Limit) -> Option<KeyLayout> {
+        None
+    }
+    /// How long its keys may live, in windows, when it says so (a token bucket kept for two
+    /// refill periods declares 2); `None`: one window, the default for every algorithm.
+    fn ttl_max_windows(&self) -> Option<f64> {
+        None
+    }
+    /// Whether it keeps its count as an integer at the harness's key (planting an exhausted
+    /// state is then a SET of a count over the limit).
+    fn count_at_key(&self) -> bool {
+        false
+    }
+    /// Write this limiter's own state for `identity` (whose harness key is `key`) as it is
+    /// once the identity has used up its limit, with no TTL: what incident 1 leaves behind.
+    async fn plant_exhausted(
+        &self,
+        conn: &mut MultiplexedConnection,
+        _identity: u32,
+        key: &str,
+        limit: &Limit,
+    ) -> RedisResult<Plant> {
+        if self.count_at_key() {
+            return plant_counter(conn, key, limit).await;
+        }
+        Ok(Plant::Unsupported(format!(
+            "`{}` does not say how its exhausted state looks",
+            self.name()
+        )))
     }
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision>;
 }

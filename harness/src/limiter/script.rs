@@ -7,16 +7,20 @@
 //! keys = ["{key}"]                 # KEYS, in order
 //! args = ["0", "{window_ms}"]      # ARGV, in order
 //! algorithm = "fixed-window"       # what the checkers expect of it
+//! # layout = ["app:{identity}:*"]  # the keys it keeps, when the script builds others than KEYS
+//! # ttl_max_windows = 2            # how long its keys may live, in windows (default 1)
+//! # plant = ["SET {key} 99"]       # commands writing an identity's exhausted state, no TTL
 //! [result]
 //! count_index = 1                  # 1-based element of an array reply holding the count (0: the reply itself)
 //! # allowed_index = 1              # or: the element that says admitted…
 //! # allowed_value = 1              # …when it equals this (default 1)
 //! ```
 //!
-//! Placeholders: `{key}` `{identity}` `{requests_max}` `{window_ms}` `{window_s}` `{cost}`
-//! `{now_ms}` `{now_s}` `{now_us}` `{request_id}`. Without a sidecar: KEYS = [key], ARGV =
-//! [requests_max, window_ms, cost, now_ms]; a reply `{allowed, count}` (allowed 1/0) or a
-//! bare integer count (admitted while count ≤ requests_max).
+//! Placeholders: see [`super::template::PLACEHOLDERS`]; `{{` and `}}` are literal braces.
+//! Without a sidecar: KEYS = [key], ARGV = [requests_max, window_ms, cost, now_ms]; a reply
+//! `{allowed, count}` (allowed 1/0) or a bare integer count (admitted while count ≤
+//! requests_max). The script's keys are its KEYS templates (placeholders that vary per
+//! request becoming `*`) unless `layout` says otherwise.
 
 use std::path::{Path, PathBuf};
 
@@ -26,22 +30,11 @@ use redis::{ErrorKind, RedisError, RedisResult, Value};
 use serde::Deserialize;
 
 use super::builtin::lua::LuaScript;
-use super::{Algorithm, Decision, Limiter, Wire};
+use super::template::{Template, Values};
+use super::{Algorithm, Decision, Limiter, Plant, Wire};
 use crate::error::SetupError;
+use crate::keys::{KeyLayout, KeyTemplate, LayoutSource};
 use crate::scenario::Limit;
-
-const PLACEHOLDERS: [&str; 10] = [
-    "key",
-    "identity",
-    "requests_max",
-    "window_ms",
-    "window_s",
-    "cost",
-    "now_ms",
-    "now_s",
-    "now_us",
-    "request_id",
-];
 
 /// How the harness calls the script and reads its reply.
 #[derive(Debug, Clone, Deserialize)]
@@ -55,6 +48,15 @@ pub struct ScriptConvention {
     pub args: Vec<String>,
     #[serde(default = "default_algorithm")]
     pub algorithm: Algorithm,
+    /// The keys the script keeps per identity, as key templates, when they are not its KEYS.
+    #[serde(default)]
+    pub layout: Option<Vec<String>>,
+    /// How long its keys may live, in windows (a bucket kept two refill periods: 2).
+    #[serde(default)]
+    pub ttl_max_windows: Option<f64>,
+    /// Commands that write an identity's exhausted state without a TTL (templates).
+    #[serde(default)]
+    pub plant: Option<Vec<String>>,
     #[serde(default)]
     pub result: ResultMapping,
 }
@@ -91,6 +93,9 @@ impl Default for ScriptConvention {
             keys: default_keys(),
             args: default_args(),
             algorithm: default_algorithm(),
+            layout: None,
+            ttl_max_windows: None,
+            plant: None,
             result: ResultMapping::default(),
         }
     }
@@ -98,21 +103,21 @@ impl Default for ScriptConvention {
 
 impl ScriptConvention {
     fn validate(&self) -> Result<(), String> {
-        for template in self.keys.iter().chain(&self.args) {
-            let mut rest = template.as_str();
-            while let Some(open) = rest.find('{') {
-                let Some(close) = rest[open..].find('}') else {
-                    return Err(format!("`{template}`: a `{{` without its `}}`"));
-                };
-                let name = &rest[open + 1..open + close];
-                if !PLACEHOLDERS.contains(&name) {
-                    return Err(format!(
-                        "`{template}`: unknown placeholder {{{name}}}; known: {}",
-                        PLACEHOLDERS.map(|p| format!("{{{p}}}")).join(" ")
-                    ));
-                }
-                rest = &rest[open + close + 1..];
-            }
+        for template in self.keys.iter().chain(&self.args).chain(self.plant.iter().flatten()) {
+            Template::parse(template)?;
+        }
+        for key in self.layout.iter().flatten() {
+            KeyTemplate::parse(key).map_err(|e| format!("layout: {e}"))?;
+        }
+        if self.layout.as_ref().is_some_and(Vec::is_empty) {
+            return Err("`layout` is empty: leave it out to take the KEYS templates".into());
+        }
+        if let Some(windows) = self.ttl_max_windows
+            && !(windows.is_finite() && windows > 0.0)
+        {
+            return Err(format!(
+                "ttl_max_windows = {windows} must be a positive number of windows"
+            ));
         }
         if self.result.allowed_index.is_none()
             && self.result.count_index.is_none()
@@ -122,6 +127,23 @@ impl ScriptConvention {
         }
         Ok(())
     }
+
+    /// The keys the script keeps: `layout`, else its KEYS templates; `None` when that is the
+    /// harness's own key (`{key}` alone).
+    fn key_templates(&self, limit: &Limit) -> Option<Vec<String>> {
+        if let Some(layout) = &self.layout {
+            return Some(layout.clone());
+        }
+        if self.keys == default_keys() {
+            return None;
+        }
+        let derived: Vec<String> = self
+            .keys
+            .iter()
+            .filter_map(|k| Template::parse(k).ok()?.as_key_template(limit))
+            .collect();
+        (!derived.is_empty()).then_some(derived)
+    }
 }
 
 /// A Lua script from a file.
@@ -129,7 +151,12 @@ impl ScriptConvention {
 pub struct ScriptLimiter {
     name: String,
     path: PathBuf,
+    /// The sidecar file, when there is one.
+    sidecar: Option<PathBuf>,
     convention: ScriptConvention,
+    keys: Vec<Template>,
+    args: Vec<Template>,
+    plant: Vec<Template>,
     commands: String,
     script: LuaScript,
 }
@@ -139,13 +166,14 @@ impl ScriptLimiter {
     pub fn load(spec: &str) -> Result<Self, SetupError> {
         let path = PathBuf::from(spec.strip_prefix("lua:").unwrap_or(spec));
         let source = std::fs::read_to_string(&path).map_err(|e| SetupError::io("cannot read Lua script", &path, e))?;
-        let sidecar = path.with_extension("toml");
-        let convention = if sidecar.is_file() && sidecar != path {
-            let text = std::fs::read_to_string(&sidecar)
-                .map_err(|e| SetupError::io("cannot read Lua convention", &sidecar, e))?;
-            parse_convention(&sidecar, &text)?
-        } else {
-            ScriptConvention::default()
+        let sidecar = Some(path.with_extension("toml")).filter(|s| s.is_file() && *s != path);
+        let convention = match &sidecar {
+            Some(sidecar) => {
+                let text = std::fs::read_to_string(sidecar)
+                    .map_err(|e| SetupError::io("cannot read Lua convention", sidecar, e))?;
+                parse_convention(sidecar, &text)?
+            }
+            None => ScriptConvention::default(),
         };
         let name = format!("lua:{}", path.display());
         let commands = format!(
@@ -156,15 +184,24 @@ impl ScriptLimiter {
             convention.keys.join(" "),
             convention.args.join(" "),
             describe_result(&convention.result),
-            convention
-                .name
-                .as_ref()
-                .map(|n| format!("\nconvention: {n} (from {})", sidecar.display()))
-                .unwrap_or_default()
+            match (&convention.name, &sidecar) {
+                (Some(n), Some(sidecar)) => format!("\nconvention: {n} (from {})", sidecar.display()),
+                _ => String::new(),
+            }
         );
+        let parse = |templates: &[String]| {
+            templates
+                .iter()
+                .map(|t| Template::parse(t).expect("validated with the convention"))
+                .collect::<Vec<_>>()
+        };
         Ok(Self {
             name,
             path,
+            keys: parse(&convention.keys),
+            args: parse(&convention.args),
+            plant: parse(convention.plant.as_deref().unwrap_or_default()),
+            sidecar,
             script: LuaScript::new(&source),
             convention,
             commands,
@@ -218,31 +255,6 @@ fn element(index: usize) -> String {
     } else {
         format!("reply[{index}]")
     }
-}
-
-fn expand(template: &str, key: &str, identity: u32, request_id: u64, limit: &Limit) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let mut out = template.to_owned();
-    for (name, value) in [
-        ("key", key.to_owned()),
-        ("identity", identity.to_string()),
-        ("requests_max", limit.requests_max.to_string()),
-        ("window_ms", limit.window_ms.to_string()),
-        ("window_s", limit.window_ms.div_ceil(1000).to_string()),
-        ("cost", "1".to_owned()),
-        ("now_ms", now.as_millis().to_string()),
-        ("now_s", now.as_secs().to_string()),
-        ("now_us", now.as_micros().to_string()),
-        ("request_id", request_id.to_string()),
-    ] {
-        let placeholder = format!("{{{name}}}");
-        if out.contains(&placeholder) {
-            out = out.replace(&placeholder, &value);
-        }
-    }
-    out
 }
 
 /// Map a script's reply to a decision by the convention.
@@ -327,24 +339,64 @@ impl Limiter for ScriptLimiter {
         self.convention.algorithm
     }
 
+    fn declared_keys(&self, limit: &Limit) -> Option<KeyLayout> {
+        let templates = self.convention.key_templates(limit)?;
+        let from = match &self.sidecar {
+            Some(sidecar) => format!("the Lua sidecar {}", sidecar.display()),
+            None => "the Lua script's KEYS".to_owned(),
+        };
+        KeyLayout::parse(&templates, limit.identities, LayoutSource::Limiter(from)).ok()
+    }
+
+    fn ttl_max_windows(&self) -> Option<f64> {
+        self.convention.ttl_max_windows
+    }
+
+    /// A counter at the harness's key when the script keeps one there (KEYS = [key], fixed
+    /// window) and the sidecar gives no `plant` commands.
+    fn count_at_key(&self) -> bool {
+        self.convention.keys == default_keys() && self.convention.algorithm == Algorithm::FixedWindow
+    }
+
+    async fn plant_exhausted(
+        &self,
+        conn: &mut MultiplexedConnection,
+        identity: u32,
+        key: &str,
+        limit: &Limit,
+    ) -> RedisResult<Plant> {
+        if self.plant.is_empty() {
+            if self.count_at_key() {
+                return super::plant_counter(conn, key, limit).await;
+            }
+            return Ok(Plant::Unsupported(format!(
+                "the Lua sidecar of `{}` gives no `plant` commands",
+                self.name
+            )));
+        }
+        let values = Values::new(key, identity, 0, limit);
+        let mut sent = Vec::new();
+        for template in &self.plant {
+            let line = template.render(&values);
+            let args: Vec<&str> = line.split_whitespace().collect();
+            let Some((name, rest)) = args.split_first() else {
+                continue;
+            };
+            let _: Value = redis::cmd(name).arg(rest).query_async(conn).await?;
+            sent.push(line.clone());
+        }
+        Ok(Plant::Planted(sent.join("; ")))
+    }
+
     async fn prepare(&self, conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
         self.script.load(conn).await
     }
 
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {
         let req = wire.request().clone();
-        let keys: Vec<String> = self
-            .convention
-            .keys
-            .iter()
-            .map(|t| expand(t, key, req.identity, req.id, limit))
-            .collect();
-        let args: Vec<String> = self
-            .convention
-            .args
-            .iter()
-            .map(|t| expand(t, key, req.identity, req.id, limit))
-            .collect();
+        let values = Values::new(key, req.identity, req.id, limit);
+        let keys: Vec<String> = self.keys.iter().map(|t| t.render(&values)).collect();
+        let args: Vec<String> = self.args.iter().map(|t| t.render(&values)).collect();
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let reply: Value = self.script.eval(wire, &keys, args).await?;
         decide(&reply, &self.convention.result, limit).map_err(|e| {
@@ -367,6 +419,7 @@ mod tests {
             window_ms: 1000,
             identities: 1,
             key_prefix: "rl:".into(),
+            keys: None,
         }
     }
 
@@ -423,8 +476,22 @@ mod tests {
     }
 
     #[test]
-    fn placeholders_expand() {
-        let out = expand("{key}/{requests_max}/{window_s}/{request_id}", "rl:3", 3, 42, &limit());
-        assert_eq!(out, "rl:3/5/1/42");
+    fn a_sidecar_declares_keys_from_its_keys_or_its_layout() {
+        let limit = limit();
+        let convention = |text: &str| parse_convention(Path::new("x.toml"), text).unwrap();
+        assert_eq!(
+            ScriptConvention::default().key_templates(&limit),
+            None,
+            "the harness's key"
+        );
+        let two = convention("keys = [\"b.{{{identity}}}.tokens\", \"b.{{{identity}}}.ts\"]\n");
+        assert_eq!(
+            two.key_templates(&limit),
+            Some(vec!["b.{{{identity}}}.tokens".into(), "b.{{{identity}}}.ts".into()])
+        );
+        let inside = convention("layout = [\"{identity}:log\"]\n");
+        assert_eq!(inside.key_templates(&limit), Some(vec!["{identity}:log".into()]));
+        let err = parse_convention(Path::new("x.toml"), "layout = [\"log\"]\n").unwrap_err();
+        assert!(err.to_string().contains("exactly once"), "{err}");
     }
 }

@@ -4,6 +4,7 @@
 use redis::aio::MultiplexedConnection;
 use redis::{Arg, Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult};
 
+use crate::keys::KeyLayout;
 use crate::nemesis::{GapHook, Hold};
 
 /// The request a limiter is deciding, as the nemesis sees it.
@@ -82,24 +83,48 @@ impl TripSummary {
     }
 }
 
+/// The limiter keys a request works on at a gap, as the nemesis sees them: the keys of
+/// `identity` (by `layout`) that the request named in its earlier round trips, else those
+/// its next round trip names.
+pub fn keys_at_gap(layout: &KeyLayout, identity: u32, named: &[String], next: &TripSummary) -> Vec<String> {
+    let of_identity =
+        |keys: &[String]| -> Vec<String> { keys.iter().filter(|k| layout.is_key_of(k, identity)).cloned().collect() };
+    let before = of_identity(named);
+    if before.is_empty() {
+        of_identity(&next.keys)
+    } else {
+        before
+    }
+}
+
 /// A limiter's connection for one request. Every round trip goes through [`Wire::cmd`]
-/// or [`Wire::pipe`]; the commands sent are kept for the history.
+/// or [`Wire::pipe`]; the commands sent and the keys they name are kept for the history.
 pub struct Wire<'a> {
     conn: &'a mut MultiplexedConnection,
     hook: &'a dyn GapHook,
     ctx: &'a RequestCtx,
+    layout: &'a KeyLayout,
     trips: Vec<String>,
+    /// Every key the request's commands named so far, in order of first appearance.
+    keys: Vec<String>,
     /// Strikes on this request hold the identity's other requests until it is done.
     holds: Vec<Hold>,
 }
 
 impl<'a> Wire<'a> {
-    pub fn new(conn: &'a mut MultiplexedConnection, hook: &'a dyn GapHook, ctx: &'a RequestCtx) -> Self {
+    pub fn new(
+        conn: &'a mut MultiplexedConnection,
+        hook: &'a dyn GapHook,
+        ctx: &'a RequestCtx,
+        layout: &'a KeyLayout,
+    ) -> Self {
         Self {
             conn,
             hook,
             ctx,
+            layout,
             trips: Vec::new(),
+            keys: Vec::new(),
             holds: Vec::new(),
         }
     }
@@ -118,7 +143,11 @@ impl<'a> Wire<'a> {
 
     async fn before(&mut self, next: TripSummary) -> RedisResult<()> {
         if !self.trips.is_empty() {
-            let outcome = self.hook.before_trip(self.ctx, self.trips.len() + 1, &next).await;
+            let keys = keys_at_gap(self.layout, self.ctx.identity, &self.keys, &next);
+            let outcome = self
+                .hook
+                .before_trip(self.ctx, self.trips.len() + 1, &keys, &next)
+                .await;
             self.holds.extend(outcome.hold);
             if let Some(why) = outcome.client_dies {
                 return Err(RedisError::from((
@@ -126,6 +155,11 @@ impl<'a> Wire<'a> {
                     "the client died between round trips",
                     why,
                 )));
+            }
+        }
+        for key in &next.keys {
+            if !self.keys.contains(key) {
+                self.keys.push(key.clone());
             }
         }
         self.trips.push(next.label());
@@ -137,9 +171,9 @@ impl<'a> Wire<'a> {
         self.ctx
     }
 
-    /// The round trips made so far, as history strings.
-    pub fn into_trips(self) -> Vec<String> {
-        self.trips
+    /// The round trips made, as history strings, and every key their commands named.
+    pub fn finish(self) -> (Vec<String>, Vec<String>) {
+        (self.trips, self.keys)
     }
 }
 

@@ -31,6 +31,8 @@ pub struct MatrixConfig {
     pub via_proxy: bool,
     /// The user allowed reconfiguring a server the harness did not start (`--backend url`).
     pub allow_reconfigure: bool,
+    /// The flags that changed every scenario (`--keys`, `--window-ms`), for reproduce lines.
+    pub adjust_flags: String,
     /// Cancelled (Ctrl-C): no further cell starts; the running ones stop themselves (each
     /// run handles the signal) and end unknown.
     pub cancel: CancellationToken,
@@ -127,11 +129,14 @@ async fn run_cell(config: &MatrixConfig, scenario: &Scenario, limiter: &Arc<dyn 
     let started = Instant::now();
     let seed = config.seed.or(scenario.seed).unwrap_or(0);
     let name = limiter.name().to_owned();
-    let reproduce = format!(
-        "limiter-harness run {} --limiter '{name}' --seed {seed} {}{}",
-        scenario.source.display(),
-        config.backend.reproduce_flags(),
-        if config.via_proxy { " --via-proxy" } else { "" }
+    let reproduce = crate::runner::reproduce_line(
+        &scenario.source,
+        &name,
+        seed,
+        config.backend.as_ref(),
+        config.allow_reconfigure,
+        config.via_proxy,
+        &config.adjust_flags,
     );
     let run = RunConfig {
         scenario: scenario.clone(),

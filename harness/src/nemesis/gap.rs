@@ -31,8 +31,9 @@ pub trait GapHook: Send + Sync {
     /// Called before a request's first round trip; may hold it back while the nemesis
     /// strikes another request of the same client.
     async fn before_request(&self, _req: &RequestCtx) {}
-    /// `trip` counts from 1, so the first call of a request is for trip 2.
-    async fn before_trip(&self, req: &RequestCtx, trip: usize, next: &TripSummary) -> GapOutcome;
+    /// `trip` counts from 1, so the first call of a request is for trip 2. `keys` are the
+    /// limiter keys the request works on (see [`crate::limiter::keys_at_gap`]).
+    async fn before_trip(&self, req: &RequestCtx, trip: usize, keys: &[String], next: &TripSummary) -> GapOutcome;
 }
 
 /// A hook that never strikes.
@@ -41,7 +42,7 @@ pub struct NoFaults;
 
 #[async_trait]
 impl GapHook for NoFaults {
-    async fn before_trip(&self, _req: &RequestCtx, _trip: usize, _next: &TripSummary) -> GapOutcome {
+    async fn before_trip(&self, _req: &RequestCtx, _trip: usize, _keys: &[String], _next: &TripSummary) -> GapOutcome {
         GapOutcome::default()
     }
 }
@@ -131,14 +132,21 @@ impl Nemesis {
             fault: rule.fault,
             kind: rule.action.kind_name().to_owned(),
             request: Some(req.id),
-            key: Some(req.key.clone()),
+            key: Some(command.keys.first().unwrap_or(&req.key).clone()),
             command: command.commands.first().cloned(),
             effect,
         });
         Some(rule.action.clone())
     }
 
-    async fn strike(&self, rule: &GapRule, req: &RequestCtx, trip: usize, next: &TripSummary) -> GapOutcome {
+    async fn strike(
+        &self,
+        rule: &GapRule,
+        req: &RequestCtx,
+        trip: usize,
+        keys: &[String],
+        next: &TripSummary,
+    ) -> GapOutcome {
         let gate = Arc::clone(self.gates.get(&rule.matcher.identity).expect("a gate per rule"));
         let mut outcome = GapOutcome {
             client_dies: None,
@@ -152,7 +160,7 @@ impl Nemesis {
             req.ordinal
         );
         let (kind, effect) = match rule.action {
-            GapFaultAction::ExpireKey => ("expire-between-round-trips", self.expire(&req.key, &place).await),
+            GapFaultAction::ExpireKey => ("expire-between-round-trips", self.expire(keys, &place).await),
             GapFaultAction::Stall { stall_ms } => {
                 tokio::time::sleep(Duration::from_millis(stall_ms)).await;
                 ("stall-between-round-trips", format!("stalled {stall_ms} ms {place}"))
@@ -168,16 +176,28 @@ impl Nemesis {
             fault: rule.fault,
             kind: kind.to_owned(),
             request: Some(req.id),
-            key: Some(req.key.clone()),
+            key: Some(keys.first().unwrap_or(&req.key).clone()),
             command: None,
             effect,
         });
         outcome
     }
 
+    /// Make the request's limiter keys expire for real, one after the other.
+    async fn expire(&self, keys: &[String], place: &str) -> String {
+        if keys.is_empty() {
+            return format!("nothing to expire {place}: the request named no limiter key (see the run's key layout)");
+        }
+        let mut effects = Vec::new();
+        for key in keys {
+            effects.push(self.expire_one(key, place).await);
+        }
+        effects.join("; ")
+    }
+
     /// Make `key` expire for real (PEXPIRE 1, then wait until PTTL says it is gone), so the
     /// server's own expiry runs and publishes its `expired` event.
-    async fn expire(&self, key: &str, place: &str) -> String {
+    async fn expire_one(&self, key: &str, place: &str) -> String {
         let mut conn = self.control.clone();
         let set: redis::RedisResult<i64> = redis::cmd("PEXPIRE").arg(key).arg(1).query_async(&mut conn).await;
         match set {
@@ -206,11 +226,11 @@ impl GapHook for Nemesis {
         }
     }
 
-    async fn before_trip(&self, req: &RequestCtx, trip: usize, next: &TripSummary) -> GapOutcome {
+    async fn before_trip(&self, req: &RequestCtx, trip: usize, keys: &[String], next: &TripSummary) -> GapOutcome {
         // One strike per gap: the first rule that claims it.
         for rule in &self.rules {
             if rule.claim(req, trip, next) {
-                return self.strike(rule, req, trip, next).await;
+                return self.strike(rule, req, trip, keys, next).await;
             }
         }
         GapOutcome::default()

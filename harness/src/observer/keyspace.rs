@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
+use crate::keys::KeyLayout;
 
 /// `notify-keyspace-events` flags the harness sets on servers it owns: keyspace channel (K),
 /// generic commands such as DEL and EXPIRE (g), expiry (x) and eviction (e).
@@ -25,12 +26,12 @@ pub async fn keyspace_events_enabled(conn: &mut MultiplexedConnection) -> redis:
     Ok(flags.contains('K') && has('g') && has('x') && has('e'))
 }
 
-/// Subscribe to `__keyspace@<db>__:<prefix>*` (the database the URL selects) and record
-/// every notification until `stop`. Returns once the subscription is active, so no event of
-/// the run is missed.
+/// Subscribe to `__keyspace@<db>__:<glob>` for each of the layout's globs (in the database
+/// the URL selects) and record every notification for a limiter key until `stop`. Returns
+/// once the subscription is active, so no event of the run is missed.
 pub async fn subscribe_keyspace(
     url: &str,
-    prefix: &str,
+    layout: KeyLayout,
     recorder: Recorder,
     clock: RunClock,
     stop: CancellationToken,
@@ -39,7 +40,10 @@ pub async fn subscribe_keyspace(
     let db = client.get_connection_info().redis_settings().db();
     let mut pubsub = client.get_async_pubsub().await?;
     let channel_prefix = format!("__keyspace@{db}__:");
-    pubsub.psubscribe(format!("{channel_prefix}{prefix}*")).await?;
+    let patterns = layout.patterns();
+    for pattern in &patterns {
+        pubsub.psubscribe(format!("{channel_prefix}{pattern}")).await?;
+    }
     Ok(tokio::spawn(async move {
         let mut messages = pubsub.on_message();
         let mut seen = 0u64;
@@ -49,6 +53,15 @@ pub async fn subscribe_keyspace(
                 msg = messages.next() => match msg {
                     Some(msg) => {
                         let key = msg.get_channel_name().strip_prefix(channel_prefix.as_str()).unwrap_or_default().to_owned();
+                        // Overlapping globs deliver one event once per glob: keep the copy of
+                        // the first glob that matches, and only keys the layout says are the run's.
+                        let first_glob = layout
+                            .template_of(key.as_bytes())
+                            .map(|t| format!("{channel_prefix}{}", layout.templates[t].pattern()));
+                        let pattern: Option<String> = msg.get_pattern().ok();
+                        if layout.identity_of(key.as_bytes()).is_none() || first_glob != pattern {
+                            continue;
+                        }
                         let event: String = msg.get_payload().unwrap_or_default();
                         seen += 1;
                         recorder.record(Event::Keyspace { t_us: clock.now_us(), key, event });

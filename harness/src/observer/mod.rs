@@ -1,5 +1,6 @@
 //! The observer: the harness's read-only view of the limiter's server. It samples every
-//! limiter key (SCAN + pipelined PTTL/GET), listens to keyspace notifications for them
+//! limiter key — every key the run's key layout describes — (SCAN + pipelined PTTL/GET),
+//! listens to keyspace notifications for them
 //! (`expired`, `evicted`, `del`, ...) and reads `INFO` counters. Everything it sees goes
 //! into the history; it never writes a key.
 
@@ -8,5 +9,5 @@ mod sampler;
 mod stats;
 
 pub use keyspace::{KEYSPACE_FLAGS, keyspace_events_enabled, subscribe_keyspace};
-pub use sampler::{sample_keys, spawn_sampler};
+pub use sampler::{SampleNow, sample_keys, scan_identity, scan_layout, spawn_sampler};
 pub use stats::{ServerInfo, read_stats, server_info};

@@ -4,35 +4,63 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Value};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::RunClock;
 use crate::history::{Event, KeySample, Recorder};
+use crate::keys::KeyLayout;
 
-/// One pass over every key under `prefix`: SCAN MATCH, then PTTL and GET pipelined.
-/// PTTL does not touch the LRU clock; GET does, like any read of the application would.
-pub async fn sample_keys(conn: &mut MultiplexedConnection, prefix: &str) -> RedisResult<Vec<KeySample>> {
-    let pattern = format!("{prefix}*");
-    let mut cursor: u64 = 0;
+/// Every limiter key on the server: SCAN MATCH each of the layout's globs, keeping the keys
+/// the layout says are the run's (a glob matches more than its template does).
+pub async fn scan_layout(conn: &mut MultiplexedConnection, layout: &KeyLayout) -> RedisResult<Vec<String>> {
+    scan_patterns(conn, layout, &layout.patterns()).await
+}
+
+/// The keys of one identity, by the layout.
+pub async fn scan_identity(
+    conn: &mut MultiplexedConnection,
+    layout: &KeyLayout,
+    identity: u32,
+) -> RedisResult<Vec<String>> {
+    let keys = scan_patterns(conn, layout, &layout.patterns_for(identity)).await?;
+    Ok(keys.into_iter().filter(|k| layout.is_key_of(k, identity)).collect())
+}
+
+async fn scan_patterns(
+    conn: &mut MultiplexedConnection,
+    layout: &KeyLayout,
+    patterns: &[String],
+) -> RedisResult<Vec<String>> {
     let mut keys: Vec<String> = Vec::new();
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await?;
-        keys.extend(batch);
-        if next == 0 {
-            break;
+    for pattern in patterns {
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(conn)
+                .await?;
+            keys.extend(batch.into_iter().filter(|k| layout.identity_of(k.as_bytes()).is_some()));
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
-        cursor = next;
     }
     keys.sort();
     keys.dedup();
+    Ok(keys)
+}
+
+/// One pass over every limiter key: [`scan_layout`], then PTTL and GET pipelined.
+/// PTTL does not touch the LRU clock; GET does, like any read of the application would.
+pub async fn sample_keys(conn: &mut MultiplexedConnection, layout: &KeyLayout) -> RedisResult<Vec<KeySample>> {
+    let keys = scan_layout(conn, layout).await?;
     let mut samples = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(500) {
         let mut pipe = redis::pipe();
@@ -64,27 +92,48 @@ pub async fn sample_keys(conn: &mut MultiplexedConnection, prefix: &str) -> Redi
     Ok(samples)
 }
 
-/// Sample every `interval` until `stop`; failures are recorded as problems, not fatal.
+/// Asks the sampler for a sample now and waits until it is in the history (the driver takes
+/// one at the end of every phase that sent requests: a moment with nothing in flight, whatever
+/// the machine's speed).
+#[derive(Debug, Clone)]
+pub struct SampleNow {
+    tx: mpsc::Sender<oneshot::Sender<()>>,
+}
+
+impl SampleNow {
+    pub async fn take(&self) {
+        let (done, taken) = oneshot::channel();
+        if self.tx.send(done).await.is_ok() {
+            let _ = taken.await;
+        }
+    }
+}
+
+/// Sample every `interval`, and whenever [`SampleNow::take`] asks, until `stop`; failures are
+/// recorded as problems, not fatal.
 pub fn spawn_sampler(
     mut conn: MultiplexedConnection,
-    prefix: String,
+    layout: KeyLayout,
     interval: Duration,
     recorder: Recorder,
     clock: RunClock,
     stop: CancellationToken,
-) -> JoinHandle<u64> {
-    tokio::spawn(async move {
+) -> (JoinHandle<u64>, SampleNow) {
+    let (tx, mut asked) = mpsc::channel::<oneshot::Sender<()>>(1);
+    let handle = tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut failing = false;
         let mut taken = 0u64;
         loop {
+            let mut done = None;
             tokio::select! {
                 () = stop.cancelled() => break,
                 _ = ticker.tick() => {}
+                Some(reply) = asked.recv() => done = Some(reply),
             }
             let t_start_us = clock.now_us();
-            match sample_keys(&mut conn, &prefix).await {
+            match sample_keys(&mut conn, &layout).await {
                 Ok(keys) => {
                     taken += 1;
                     failing = false;
@@ -106,7 +155,11 @@ pub fn spawn_sampler(
                 }
                 Err(_) => {}
             }
+            if let Some(done) = done {
+                let _ = done.send(());
+            }
         }
         taken
-    })
+    });
+    (handle, SampleNow { tx })
 }

@@ -101,18 +101,20 @@ impl ProxyHook for NemesisHook {
         for identity in identities {
             let positions: Vec<usize> = (0..trip.len()).filter(|&i| owners[i] == identity).collect();
             let part = TripSummary::of_commands(positions.iter().map(|&i| &trip[i]));
-            let found = identity.and_then(|id| self.inflight.trip(id, &part.label()));
+            let found = identity.and_then(|id| self.inflight.trip(id, &part));
             self.recorder.record(Event::Wire {
                 t_us: self.clock.now_us(),
                 conn,
-                request: found.as_ref().map(|(ctx, _)| ctx.id),
+                request: found.as_ref().map(|f| f.ctx.id),
                 commands: positions.iter().map(|&i| trip[i].display()).collect(),
+                keys: part.keys.clone(),
             });
-            let Some((ctx, number)) = found else { continue };
+            let Some(found) = found else { continue };
+            let (ctx, number) = (&found.ctx, found.number);
             if number > 1 {
-                let outcome = self.nemesis.before_trip(&ctx, number, &part).await;
+                let outcome = self.nemesis.before_trip(ctx, number, &found.keys, &part).await;
                 if let Some(hold) = outcome.hold {
-                    self.inflight.hold(&ctx, hold);
+                    self.inflight.hold(ctx, hold);
                 }
                 if outcome.client_dies.is_some() {
                     // The client dies: nothing of this read reaches the server.
@@ -121,7 +123,7 @@ impl ProxyHook for NemesisHook {
             }
             for &i in &positions {
                 let one = TripSummary::of_commands([&trip[i]]);
-                if let Some(fault) = self.nemesis.on_command(&ctx, number, &one) {
+                if let Some(fault) = self.nemesis.on_command(ctx, number, &one) {
                     actions[i] = match fault {
                         CommandFaultAction::DelayReply { delay_ms } => {
                             Action::DelayReply(Duration::from_millis(delay_ms))
@@ -182,7 +184,8 @@ mod tests {
 
     #[test]
     fn commands_belong_to_the_identity_of_their_key() {
-        let inflight = InFlight::new("rl:", 4);
+        let inflight = InFlight::new();
+        inflight.set_layout(crate::keys::KeyLayout::default_for("rl:", 4));
         let t = trip(&[
             "GET rl:0",
             "MULTI",

@@ -1,43 +1,60 @@
 //! Which request each proxied command belongs to. The driver registers a request before
 //! the limiter decides it and ends it after its completion is recorded; the proxy maps a
-//! command to a request by the key it names (`key_prefix` + identity). With several
-//! requests of one identity in flight (burst phases) the oldest one is taken.
+//! command to a request by the limiter key it names (the run's [`KeyLayout`] says which keys
+//! are whose). With several requests of one identity in flight (burst phases) the oldest one
+//! is taken.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
-use crate::limiter::RequestCtx;
+use crate::keys::KeyLayout;
+use crate::limiter::{RequestCtx, TripSummary, keys_at_gap};
 use crate::nemesis::Hold;
 
 #[derive(Debug)]
 struct Entry {
     ctx: RequestCtx,
     trips: Vec<String>,
+    /// Every key the request's commands named, in order of first appearance.
+    keys: Vec<String>,
     holds: Vec<Hold>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct InFlight {
-    prefix: String,
-    identities: u32,
+    /// Set once the limiter has said how its keys look (an adapter's hello comes after the
+    /// proxy is up); until then no command is attributed.
+    layout: OnceLock<KeyLayout>,
     by_identity: Mutex<HashMap<u32, Vec<Entry>>>,
 }
 
-/// What [`InFlight::end`] hands back: the round trips the proxy saw, and the holds to drop
-/// once the completion is in the history.
+/// What [`InFlight::end`] hands back: the round trips the proxy saw, the keys they named, and
+/// the holds to drop once the completion is in the history.
 #[derive(Debug, Default)]
 pub struct Ended {
     pub trips: Vec<String>,
+    pub keys: Vec<String>,
     pub holds: Vec<Hold>,
 }
 
+/// A round trip attributed to a request.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub ctx: RequestCtx,
+    /// The trip's number within the request, counting from 1.
+    pub number: usize,
+    /// The limiter keys the request works on, for a fault in the gap before this trip.
+    pub keys: Vec<String>,
+}
+
 impl InFlight {
-    pub fn new(prefix: &str, identities: u32) -> Self {
-        Self {
-            prefix: prefix.to_owned(),
-            identities,
-            by_identity: Mutex::default(),
-        }
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The run's key layout; later calls are ignored (one layout per run).
+    pub fn set_layout(&self, layout: KeyLayout) {
+        let _ = self.layout.set(layout);
     }
 
     pub fn begin(&self, ctx: &RequestCtx) {
@@ -49,6 +66,7 @@ impl InFlight {
             .push(Entry {
                 ctx: ctx.clone(),
                 trips: Vec::new(),
+                keys: Vec::new(),
                 holds: Vec::new(),
             });
     }
@@ -64,29 +82,33 @@ impl InFlight {
         let entry = entries.remove(pos);
         Ended {
             trips: entry.trips,
+            keys: entry.keys,
             holds: entry.holds,
         }
     }
 
-    /// The identity whose key this is: the prefix, then the identity's number, then
-    /// anything (a script may keep `rl:7:log` beside `rl:7`).
+    /// The identity whose limiter key this is, by the run's layout.
     pub fn identity_of(&self, key: &[u8]) -> Option<u32> {
-        let rest = key.strip_prefix(self.prefix.as_bytes())?;
-        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        if digits == 0 || rest.get(digits).is_some_and(u8::is_ascii_digit) {
-            return None;
-        }
-        let identity: u32 = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
-        (identity < self.identities).then_some(identity)
+        self.layout.get()?.identity_of(key)
     }
 
-    /// The request a round trip on `identity`'s key belongs to, and the trip's number
-    /// (counting from 1); records the trip.
-    pub fn trip(&self, identity: u32, label: &str) -> Option<(RequestCtx, usize)> {
+    /// The request a round trip on `identity`'s keys belongs to; records the trip and its keys.
+    pub fn trip(&self, identity: u32, trip: &TripSummary) -> Option<Found> {
+        let layout = self.layout.get()?;
         let mut map = self.by_identity.lock().expect("in-flight lock");
         let entry = map.get_mut(&identity)?.first_mut()?;
-        entry.trips.push(label.to_owned());
-        Some((entry.ctx.clone(), entry.trips.len()))
+        let keys = keys_at_gap(layout, identity, &entry.keys, trip);
+        entry.trips.push(trip.label());
+        for key in &trip.keys {
+            if !entry.keys.contains(key) {
+                entry.keys.push(key.clone());
+            }
+        }
+        Some(Found {
+            ctx: entry.ctx.clone(),
+            number: entry.trips.len(),
+            keys,
+        })
     }
 
     /// Keep `hold` until the request ends.
@@ -104,6 +126,7 @@ impl InFlight {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::LayoutSource;
 
     fn ctx(id: u64, identity: u32) -> RequestCtx {
         RequestCtx {
@@ -114,26 +137,54 @@ mod tests {
         }
     }
 
+    fn trip(label: &str, keys: &[&str]) -> TripSummary {
+        TripSummary {
+            commands: vec![label.to_owned()],
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+        }
+    }
+
     #[test]
-    fn keys_map_to_identities() {
-        let f = InFlight::new("rl:", 12);
+    fn keys_map_to_identities_by_the_layout() {
+        let f = InFlight::new();
+        assert_eq!(f.identity_of(b"rl:7"), None, "no layout yet: nothing is attributed");
+        f.set_layout(
+            KeyLayout::parse(
+                &["rl:{identity}".into(), "day:{identity}:*".into()],
+                12,
+                LayoutSource::Scenario,
+            )
+            .unwrap(),
+        );
         assert_eq!(f.identity_of(b"rl:7"), Some(7));
-        assert_eq!(f.identity_of(b"rl:11:log"), Some(11));
+        assert_eq!(f.identity_of(b"day:11:20261201"), Some(11));
         assert_eq!(f.identity_of(b"rl:12"), None, "no such identity");
-        assert_eq!(f.identity_of(b"rl:"), None);
+        assert_eq!(f.identity_of(b"rl:7:log"), None, "not in the layout");
         assert_eq!(f.identity_of(b"cache:7"), None);
     }
 
     #[test]
-    fn trips_count_per_request_oldest_first() {
-        let f = InFlight::new("rl:", 2);
-        assert!(f.trip(0, "GET").is_none(), "no request in flight");
+    fn trips_count_per_request_oldest_first_with_their_keys() {
+        let f = InFlight::new();
+        f.set_layout(KeyLayout::default_for("rl:", 2));
+        assert!(f.trip(0, &trip("GET", &["rl:0"])).is_none(), "no request in flight");
         f.begin(&ctx(1, 0));
         f.begin(&ctx(2, 0));
-        assert_eq!(f.trip(0, "GET").map(|(c, n)| (c.id, n)), Some((1, 1)));
-        assert_eq!(f.trip(0, "INCR").map(|(c, n)| (c.id, n)), Some((1, 2)));
-        assert_eq!(f.end(&ctx(1, 0)).trips, vec!["GET", "INCR"]);
-        assert_eq!(f.trip(0, "GET").map(|(c, n)| (c.id, n)), Some((2, 1)));
+        let first = f.trip(0, &trip("GET", &["rl:0"])).unwrap();
+        assert_eq!((first.ctx.id, first.number), (1, 1));
+        assert_eq!(first.keys, vec!["rl:0"], "before its first trip: the trip's own keys");
+        let second = f.trip(0, &trip("INCR", &["rl:0", "other"])).unwrap();
+        assert_eq!(
+            (second.ctx.id, second.number, second.keys),
+            (1, 2, vec!["rl:0".to_owned()])
+        );
+        let ended = f.end(&ctx(1, 0));
+        assert_eq!(ended.trips, vec!["GET", "INCR"]);
+        assert_eq!(ended.keys, vec!["rl:0", "other"]);
+        assert_eq!(
+            f.trip(0, &trip("GET", &["rl:0"])).map(|t| (t.ctx.id, t.number)),
+            Some((2, 1))
+        );
         assert!(f.end(&ctx(9, 1)).trips.is_empty());
     }
 }

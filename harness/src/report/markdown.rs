@@ -62,6 +62,27 @@ fn header(out: &mut String, r: &Report) {
     if let Some(cache) = &r.server.cache_server {
         let _ = writeln!(out, "| cache server | {cache} |");
     }
+    let templates: Vec<String> = r.keys.templates.iter().map(|t| format!("`{t}`")).collect();
+    let _ = writeln!(
+        out,
+        "| limiter keys | {} ({}) |",
+        escape(&templates.join(", ")),
+        r.keys.from
+    );
+    if let Some(note) = &r.keys.note {
+        let _ = writeln!(out, "| keys note | {} |", escape(note));
+    }
+    if let Some(unseen) = &r.keys.unseen {
+        let _ = writeln!(out, "| **keys never seen** | {} |", escape(unseen));
+    }
+    let bound = &r.keys.ttl_bound;
+    let _ = writeln!(
+        out,
+        "| TTL bound | {} ms + slack {} ms: {} |",
+        bound.ttl_max_ms,
+        bound.ttl_slack_ms,
+        escape(&bound.from)
+    );
     let _ = writeln!(out, "| seed | {} |", r.seed);
     let _ = writeln!(out, "| requests scheduled | {} |", r.requests_scheduled);
     let _ = writeln!(out, "| reproduce | `{}` |\n", r.reproduce);

@@ -6,7 +6,7 @@ mod model;
 mod snapshot;
 
 pub use markdown::render_markdown;
-pub use model::{Counts, FaultSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};
+pub use model::{Counts, FaultSummary, KeysSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};
 pub use snapshot::render_snapshot;
 
 use std::path::Path;

@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use crate::checker::{CheckResult, Verdict};
+use crate::checker::{CheckResult, TtlBound, Verdict};
+use crate::keys::KeyLayout;
 use crate::limiter::Algorithm;
 
 #[derive(Debug, Clone, Serialize)]
@@ -14,6 +15,8 @@ pub struct Report {
     pub seed: u64,
     pub limiter: LimiterSummary,
     pub server: ServerSummary,
+    /// The limiter's keys as the run took them, and how long they may live.
+    pub keys: KeysSummary,
     /// The merged verdict: Invalid beats Unknown beats Valid.
     pub verdict: Verdict,
     pub invariants: Vec<CheckResult>,
@@ -33,6 +36,35 @@ pub struct LimiterSummary {
     pub algorithm: Algorithm,
     pub round_trips_max: u32,
     pub commands: String,
+}
+
+/// Which keys the run judged as the limiter's, who said so, and the TTL bound applied.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeysSummary {
+    /// Key templates, e.g. `rl:{identity}` or `geocode:calls:{identity}:*`.
+    pub templates: Vec<String>,
+    /// Who described them (the default, the scenario, --keys, the limiter).
+    pub from: String,
+    /// When the scenario's description overrode the limiter's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    pub ttl_bound: TtlBound,
+    /// When the run saw none of the keys described: what the limiter touched instead, and a
+    /// layout that would fit them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unseen: Option<String>,
+}
+
+impl KeysSummary {
+    pub fn new(layout: &KeyLayout, note: Option<String>, ttl_bound: TtlBound, unseen: Option<String>) -> Self {
+        Self {
+            templates: layout.texts(),
+            from: layout.source.to_string(),
+            note,
+            ttl_bound,
+            unseen,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

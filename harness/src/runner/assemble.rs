@@ -4,16 +4,18 @@ use super::RunConfig;
 use super::execute::RunState;
 use crate::checker::{CheckResult, Verdict};
 use crate::history::{Event, HistoryIndex, Outcome};
-use crate::report::{Counts, FaultSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};
+use crate::report::{Counts, FaultSummary, KeysSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};
 use crate::scenario::{CacheTarget, CommandFault, CommandFaultAction, Fault, GapFault, GapFaultAction};
 use crate::workload::plan;
 
+#[allow(clippy::too_many_arguments)]
 pub fn report(
     config: &RunConfig,
     state: &RunState,
     events: &[Event],
     index: &HistoryIndex,
     invariants: Vec<CheckResult>,
+    keys: KeysSummary,
     servers: Vec<String>,
     wall_ms: u64,
 ) -> Report {
@@ -46,6 +48,7 @@ pub fn report(
             settings: state.settings.clone(),
             cache_server: state.cache_server_version.clone(),
         },
+        keys,
         verdict,
         invariants,
         faults: faults(config, state, index),

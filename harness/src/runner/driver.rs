@@ -14,8 +14,10 @@ use super::progress::Progress;
 use super::setup::connect;
 use crate::clock::RunClock;
 use crate::history::{Event, Outcome, PhaseEdge, Recorder};
+use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, RequestCtx, Wire};
 use crate::nemesis::{CacheFlood, GapHook};
+use crate::observer::SampleNow;
 use crate::proxy::InFlight;
 use crate::scenario::Limit;
 use crate::workload::{PhasePlan, PlannedRequest};
@@ -27,6 +29,8 @@ const IN_FLIGHT_MAX: usize = 4096;
 pub struct Driver {
     pub limiter: Arc<dyn Limiter>,
     pub limit: Limit,
+    /// Which keys are the limiter's (for the nemesis in the gaps of the `Wire`).
+    pub layout: KeyLayout,
     /// Gates requests while the nemesis strikes (`before_request`).
     pub hook: Arc<dyn GapHook>,
     /// Consulted between the limiter's round trips: the nemesis, or nothing when the fault
@@ -43,6 +47,8 @@ pub struct Driver {
     /// Where `conns` connect.
     pub url: String,
     pub progress: Progress,
+    /// A sample of the limiter's keys at the end of every phase that sent requests.
+    pub sample_now: SampleNow,
 }
 
 impl Driver {
@@ -69,6 +75,10 @@ impl Driver {
                 connections,
             } => self.burst(index, requests, *concurrency, *connections, flood).await,
             PhasePlan::Quiet { duration_us } => tokio::time::sleep(Duration::from_micros(*duration_us)).await,
+        }
+        if !plan.requests().is_empty() {
+            // Nothing is in flight: what the keys look like once the phase is done.
+            self.sample_now.take().await;
         }
         self.recorder.record(Event::Phase {
             t_us: self.clock.now_us(),
@@ -186,13 +196,18 @@ impl Driver {
         if let Some(inflight) = &self.inflight {
             inflight.begin(&ctx);
         }
-        let mut wire = Wire::new(conn, self.wire_hook.as_ref(), &ctx);
+        let mut wire = Wire::new(conn, self.wire_hook.as_ref(), &ctx, &self.layout);
         let decided = self.limiter.acquire(&mut wire, &ctx.key, &self.limit).await;
-        let mut trips = wire.into_trips();
+        let (mut trips, mut keys) = wire.finish();
         // Holds of strikes in the proxy last until the completion is in the history.
         let ended = self.inflight.as_ref().map(|f| f.end(&ctx)).unwrap_or_default();
         if trips.is_empty() {
             trips = ended.trips;
+        }
+        for key in ended.keys {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
         }
         let lost = matches!(&decided, Err(e) if e.is_connection_dropped() || e.is_unrecoverable_error());
         let (outcome, count, error) = match decided {
@@ -209,6 +224,7 @@ impl Driver {
             outcome,
             count,
             trips,
+            keys,
             error,
         });
         drop(ended.holds);

@@ -10,18 +10,22 @@ use tokio_util::sync::CancellationToken;
 
 use super::RunConfig;
 use super::driver::Driver;
+use super::keys::{plant, resolve_layout};
 use super::progress::Progress;
-use super::setup::{Servers, configure, connect, count_keys, delete_keys, restore};
+use super::setup::{Servers, configure, connect, restore, unlink};
+use crate::checker::TtlBound;
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, Recorder, ServerRole};
+use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, LimiterEnv};
 use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults};
 use crate::observer::{
-    keyspace_events_enabled, read_stats, sample_keys, server_info, spawn_sampler, subscribe_keyspace,
+    SampleNow, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info, spawn_sampler,
+    subscribe_keyspace,
 };
 use crate::proxy::{InFlight, NemesisHook, Proxy};
-use crate::scenario::{CacheTarget, Fault, PhaseKind, Setup};
+use crate::scenario::{CacheTarget, Fault, PhaseKind};
 use crate::workload::plan;
 
 /// How long to keep listening for keyspace notifications after the last request.
@@ -47,8 +51,14 @@ pub struct RunState {
     /// Settings the run replaced, with their old values, to restore on such a server.
     pub previous_settings: Vec<(String, String)>,
     /// The limiter instance driven, when it is not the configured one (an adapter process,
-    /// whose hello may name it and declare its algorithm).
+    /// whose hello may name it and declare its algorithm and keys).
     pub limiter: Option<Arc<dyn Limiter>>,
+    /// The keys the run took for the limiter's, once decided; and why, when the scenario
+    /// overrode what the limiter declared.
+    pub layout: Option<KeyLayout>,
+    pub layout_note: Option<String>,
+    /// How long the limiter's keys may live, once decided.
+    pub ttl: Option<TtlBound>,
 }
 
 /// A background task that is aborted if the run is dropped (interrupted).
@@ -71,6 +81,15 @@ impl Drop for Background {
     }
 }
 
+/// The limiter as started for this run, and how its traffic reaches the server.
+struct Link {
+    limiter: Arc<dyn Limiter>,
+    proxy: Option<Proxy>,
+    inflight: Option<Arc<InFlight>>,
+    /// Where the limiter's connections go (the proxy, or the server).
+    url: String,
+}
+
 pub async fn execute(
     config: &RunConfig,
     servers: &Servers,
@@ -80,7 +99,6 @@ pub async fn execute(
 ) -> Result<(), SetupError> {
     let scenario = &config.scenario;
     let url = servers.limiter.url().to_owned();
-    let prefix = scenario.limit.key_prefix.clone();
     let mut admin = connect(&url).await?;
     let connect_err = |e: redis::RedisError| SetupError::Connect {
         url: url.clone(),
@@ -90,35 +108,26 @@ pub async fn execute(
     check_version(config, &info.version, info.major_minor)?;
     state.server_version = Some(info.version.clone());
 
-    let owned = config.backend.owns_servers();
-    if !owned {
-        refuse_existing_keys(config, &mut admin, &url).await?;
-        // From here on the run writes to a server it did not start: whatever happens next
-        // (an error, Ctrl-C), `run` deletes the run's keys and restores the settings.
-        state.leave_as_found = Some(url.clone());
-    }
-    let may_configure = owned || config.allow_reconfigure;
-    let events_on = may_configure || keyspace_events_enabled(&mut admin).await.unwrap_or(false);
-    state.settings = if may_configure {
-        configure(&mut admin, &scenario.server, true, &mut state.previous_settings).await?
-    } else {
-        Vec::new()
-    };
+    // The limiter starts first: an adapter's hello may describe its keys, which everything
+    // after (the proxy, the observer, the setup, the checks) needs.
+    let nemesis = Arc::new(Nemesis::new(scenario, connect(&url).await?, recorder.clone(), clock));
+    state.nemesis = Some(Arc::clone(&nemesis));
+    let link = start_limiter(config, &url, &nemesis, recorder, clock, state).await?;
+    let layout = decide_keys(config, &link, state);
+
+    let events_on = prepare_server(config, &mut admin, &url, &layout, state).await?;
     recorder.record(Event::Run {
         scenario: scenario.name.clone(),
-        limiter: config.limiter.name().to_owned(),
+        limiter: link.limiter.name().to_owned(),
         seed: config.seed,
         backend: config.backend.name().to_owned(),
         server_version: info.version.clone(),
+        keys: layout.texts(),
+        keys_from: layout.source.to_string(),
     });
     if !events_on {
         let detail = "keyspace notifications are off on this server (notify-keyspace-events lacks Kgxe) and --allow-reconfigure was not given: expirations and evictions cannot be seen";
-        recorder.record(Event::Problem {
-            t_us: clock.now_us(),
-            source: "keyspace".into(),
-            detail: detail.into(),
-            fatal: false,
-        });
+        problem(recorder, clock, "keyspace", detail, false);
         state.problems.push(detail.into());
     }
     let mut cache_conn = match &servers.cache {
@@ -126,15 +135,23 @@ pub async fn execute(
         None => None,
     };
 
-    config
-        .limiter
+    link.limiter
         .prepare(&mut admin, &scenario.limit)
         .await
         .map_err(|e| SetupError::LimiterPrepare {
-            limiter: config.limiter.name().to_owned(),
+            limiter: link.limiter.name().to_owned(),
             reason: e.to_string(),
         })?;
-    plant(config, &mut admin, recorder, clock).await?;
+    plant(
+        &scenario.setup,
+        &scenario.limit,
+        link.limiter.as_ref(),
+        &layout,
+        &mut admin,
+        recorder,
+        clock,
+    )
+    .await?;
     let start_stats = read_stats(&mut admin, ServerRole::Limiter, clock.now_us())
         .await
         .map_err(connect_err)?;
@@ -149,101 +166,22 @@ pub async fn execute(
     };
 
     let stop = CancellationToken::new();
-    let keyspace = if events_on {
-        match subscribe_keyspace(&url, &prefix, recorder.clone(), clock, stop.clone()).await {
-            Ok(handle) => Background(Some(handle)),
-            Err(e) => {
-                let detail = format!("could not subscribe to keyspace notifications: {e}");
-                recorder.record(Event::Problem {
-                    t_us: clock.now_us(),
-                    source: "keyspace".into(),
-                    detail: detail.clone(),
-                    fatal: false,
-                });
-                state.problems.push(detail);
-                Background(None)
-            }
-        }
-    } else {
-        Background(None)
-    };
-    let interval = Duration::from_millis(scenario.check.sample_interval_ms);
-    let sampler = Background(Some(spawn_sampler(
-        connect(&url).await?,
-        prefix.clone(),
-        interval,
-        recorder.clone(),
-        clock,
-        stop.clone(),
-    )));
-
-    let nemesis = Arc::new(Nemesis::new(scenario, connect(&url).await?, recorder.clone(), clock));
-    state.nemesis = Some(Arc::clone(&nemesis));
+    let (keyspace, sampler, sample_now) =
+        observe(config, &url, &layout, events_on, recorder, clock, &stop, state).await?;
     let floods = make_floods(config, &url, servers, state).await?;
-    let (proxy, inflight) = if config.via_proxy || nemesis.needs_proxy() || config.limiter.needs_proxy() {
-        let inflight = Arc::new(InFlight::new(&prefix, scenario.limit.identities));
-        let hook = Arc::new(NemesisHook {
-            nemesis: Arc::clone(&nemesis),
-            inflight: Arc::clone(&inflight),
-            recorder: recorder.clone(),
-            clock,
-        });
-        let proxy = Proxy::start(&url, hook).await.map_err(|e| SetupError::ServerStart {
-            backend: "fault proxy".into(),
-            reason: e.to_string(),
-        })?;
-        state.proxy = Some(format!(
-            "the limiter's traffic went through the fault proxy at {} (faults at command boundaries; wire log in the history)",
-            proxy.addr()
-        ));
-        (Some(proxy), Some(inflight))
-    } else {
-        (None, None)
-    };
-    let client_url = proxy.as_ref().map_or_else(|| url.clone(), Proxy::url);
-    let limiter = config
-        .limiter
-        .start(&LimiterEnv {
-            redis_url: client_url.clone(),
-            limit: scenario.limit.clone(),
-            recorder: recorder.clone(),
-            clock,
-            report_dir: config.report_dir.clone(),
-        })
-        .await?
-        .unwrap_or_else(|| Arc::clone(&config.limiter));
-    state.limiter = Some(Arc::clone(&limiter));
-    drive(
-        config,
-        &limiter,
+    let traffic = Traffic {
         nemesis,
-        inflight,
-        recorder,
-        clock,
-        &client_url,
-        &floods,
-    )
-    .await?;
-    limiter.stop().await;
-    if let Some(proxy) = proxy {
+        layout: &layout,
+        floods: &floods,
+        sample_now,
+    };
+    drive(config, &link, traffic, recorder, clock).await?;
+    link.limiter.stop().await;
+    if let Some(proxy) = link.proxy {
         proxy.stop().await;
     }
 
-    let t_start_us = clock.now_us();
-    match sample_keys(&mut admin, &prefix).await {
-        Ok(keys) => recorder.record(Event::Sample {
-            t_start_us,
-            t_end_us: clock.now_us(),
-            final_audit: true,
-            keys,
-        }),
-        Err(e) => recorder.record(Event::Problem {
-            t_us: clock.now_us(),
-            source: "final-audit".into(),
-            detail: format!("the final audit of the limiter's keys failed (server lost?): {e}"),
-            fatal: true,
-        }),
-    }
+    final_audit(&mut admin, &layout, recorder, clock).await;
     tokio::time::sleep(TRAILING_EVENTS).await;
     stop.cancel();
     sampler.finish().await;
@@ -264,31 +202,166 @@ pub async fn execute(
     Ok(())
 }
 
-/// Write the scenario's [[setup]] state, through the limiter (it knows its own layout).
-async fn plant(
+fn problem(recorder: &Recorder, clock: RunClock, source: &str, detail: &str, fatal: bool) {
+    recorder.record(Event::Problem {
+        t_us: clock.now_us(),
+        source: source.into(),
+        detail: detail.into(),
+        fatal,
+    });
+}
+
+/// Start the fault proxy when the limiter or the faults need it, then the limiter (an
+/// adapter process is spawned here and says hello).
+async fn start_limiter(
     config: &RunConfig,
-    admin: &mut MultiplexedConnection,
+    url: &str,
+    nemesis: &Arc<Nemesis>,
     recorder: &Recorder,
     clock: RunClock,
-) -> Result<(), SetupError> {
-    for setup in &config.scenario.setup {
-        let Setup::ExhaustedKey { identity } = setup;
-        let key = config.scenario.limit.key(*identity);
-        let detail = config
-            .limiter
-            .plant_exhausted(admin, &key, &config.scenario.limit)
-            .await
-            .map_err(|e| SetupError::LimiterPrepare {
-                limiter: config.limiter.name().to_owned(),
-                reason: format!("planting {key}: {e}"),
-            })?;
-        recorder.record(Event::Setup {
-            t_us: clock.now_us(),
-            key,
-            detail,
+    state: &mut RunState,
+) -> Result<Link, SetupError> {
+    let (proxy, inflight) = if config.via_proxy || nemesis.needs_proxy() || config.limiter.needs_proxy() {
+        let inflight = Arc::new(InFlight::new());
+        let hook = Arc::new(NemesisHook {
+            nemesis: Arc::clone(nemesis),
+            inflight: Arc::clone(&inflight),
+            recorder: recorder.clone(),
+            clock,
         });
+        let proxy = Proxy::start(url, hook).await.map_err(|e| SetupError::ServerStart {
+            backend: "fault proxy".into(),
+            reason: e.to_string(),
+        })?;
+        state.proxy = Some(format!(
+            "the limiter's traffic went through the fault proxy at {} (faults at command boundaries; wire log in the history)",
+            proxy.addr()
+        ));
+        (Some(proxy), Some(inflight))
+    } else {
+        (None, None)
+    };
+    let client_url = proxy.as_ref().map_or_else(|| url.to_owned(), Proxy::url);
+    let limiter = config
+        .limiter
+        .start(&LimiterEnv {
+            redis_url: client_url.clone(),
+            limit: config.scenario.limit.clone(),
+            recorder: recorder.clone(),
+            clock,
+            report_dir: config.report_dir.clone(),
+        })
+        .await?
+        .unwrap_or_else(|| Arc::clone(&config.limiter));
+    state.limiter = Some(Arc::clone(&limiter));
+    Ok(Link {
+        limiter,
+        proxy,
+        inflight,
+        url: client_url,
+    })
+}
+
+/// The run's key layout and TTL bound, now that the limiter has said what it declares; the
+/// proxy attributes commands by it from here on.
+fn decide_keys(config: &RunConfig, link: &Link, state: &mut RunState) -> KeyLayout {
+    let limit = &config.scenario.limit;
+    let (layout, note) = resolve_layout(limit, link.limiter.as_ref());
+    if let Some(inflight) = &link.inflight {
+        inflight.set_layout(layout.clone());
     }
-    Ok(())
+    state.ttl = Some(TtlBound::resolve(
+        limit,
+        &config.scenario.check,
+        link.limiter.algorithm(),
+        link.limiter.ttl_max_windows(),
+    ));
+    state.layout = Some(layout.clone());
+    state.layout_note = note;
+    layout
+}
+
+/// On a server the harness did not start, refuse one that already holds the limiter's keys;
+/// configure the server when the run may. Returns whether keyspace notifications are on.
+async fn prepare_server(
+    config: &RunConfig,
+    admin: &mut MultiplexedConnection,
+    url: &str,
+    layout: &KeyLayout,
+    state: &mut RunState,
+) -> Result<bool, SetupError> {
+    let owned = config.backend.owns_servers();
+    if !owned {
+        refuse_existing_keys(admin, url, layout).await?;
+        // From here on the run writes to a server it did not start: whatever happens next
+        // (an error, Ctrl-C), `run` deletes the run's keys and restores the settings.
+        state.leave_as_found = Some(url.to_owned());
+    }
+    let may_configure = owned || config.allow_reconfigure;
+    let events_on = may_configure || keyspace_events_enabled(admin).await.unwrap_or(false);
+    state.settings = if may_configure {
+        configure(admin, &config.scenario.server, true, &mut state.previous_settings).await?
+    } else {
+        Vec::new()
+    };
+    Ok(events_on)
+}
+
+/// Keyspace notifications (when on) and the periodic sampler, for the layout's keys.
+#[allow(clippy::too_many_arguments)]
+async fn observe(
+    config: &RunConfig,
+    url: &str,
+    layout: &KeyLayout,
+    events_on: bool,
+    recorder: &Recorder,
+    clock: RunClock,
+    stop: &CancellationToken,
+    state: &mut RunState,
+) -> Result<(Background, Background, SampleNow), SetupError> {
+    let keyspace = if events_on {
+        match subscribe_keyspace(url, layout.clone(), recorder.clone(), clock, stop.clone()).await {
+            Ok(handle) => Background(Some(handle)),
+            Err(e) => {
+                let detail = format!("could not subscribe to keyspace notifications: {e}");
+                problem(recorder, clock, "keyspace", &detail, false);
+                state.problems.push(detail);
+                Background(None)
+            }
+        }
+    } else {
+        Background(None)
+    };
+    let interval = Duration::from_millis(config.scenario.check.sample_interval_ms);
+    let (sampler, sample_now) = spawn_sampler(
+        connect(url).await?,
+        layout.clone(),
+        interval,
+        recorder.clone(),
+        clock,
+        stop.clone(),
+    );
+    Ok((keyspace, Background(Some(sampler)), sample_now))
+}
+
+/// The audit after the last request completed: nothing is in flight.
+async fn final_audit(admin: &mut MultiplexedConnection, layout: &KeyLayout, recorder: &Recorder, clock: RunClock) {
+    let t_start_us = clock.now_us();
+    match sample_keys(admin, layout).await {
+        Ok(keys) => recorder.record(Event::Sample {
+            t_start_us,
+            t_end_us: clock.now_us(),
+            final_audit: true,
+            keys,
+        }),
+        Err(e) => problem(
+            recorder,
+            clock,
+            "final-audit",
+            &format!("the final audit of the limiter's keys failed (server lost?): {e}"),
+            true,
+        ),
+    }
 }
 
 fn check_version(config: &RunConfig, version: &str, have: (u32, u32)) -> Result<(), SetupError> {
@@ -306,24 +379,24 @@ fn check_version(config: &RunConfig, version: &str, have: (u32, u32)) -> Result<
 }
 
 async fn refuse_existing_keys(
-    config: &RunConfig,
     admin: &mut MultiplexedConnection,
     url: &str,
+    layout: &KeyLayout,
 ) -> Result<(), SetupError> {
-    let prefix = &config.scenario.limit.key_prefix;
-    let existing = count_keys(admin, &format!("{prefix}*"))
-        .await
-        .map_err(|e| SetupError::Connect {
-            url: url.to_owned(),
-            reason: format!("could not check for existing keys under `{prefix}`: {e}"),
-        })?;
-    if existing == 0 {
+    let existing = scan_layout(admin, layout).await.map_err(|e| SetupError::Connect {
+        url: url.to_owned(),
+        reason: format!("could not check for existing keys matching {}: {e}", layout.describe()),
+    })?;
+    if existing.is_empty() {
         return Ok(());
     }
     Err(SetupError::UrlRefused {
         url: url.to_owned(),
         reasons: format!(
-            "  - {existing} key(s) under the scenario's key_prefix `{prefix}` already exist: the run would judge data it did not write (set another key_prefix in [limit])"
+            "  - {} key(s) matching the limiter's keys {} already exist (e.g. `{}`): the run would judge data it did not write (set another key_prefix in [limit], or other keys)",
+            existing.len(),
+            layout.describe(),
+            existing[0]
         ),
     })
 }
@@ -369,18 +442,28 @@ async fn make_floods(
     Ok(floods)
 }
 
+/// What the traffic needs besides the limiter.
+struct Traffic<'a> {
+    nemesis: Arc<Nemesis>,
+    layout: &'a KeyLayout,
+    floods: &'a BTreeMap<String, Arc<CacheFlood>>,
+    sample_now: SampleNow,
+}
+
 /// Send the whole schedule, phase by phase.
-#[allow(clippy::too_many_arguments)]
 async fn drive(
     config: &RunConfig,
-    limiter: &Arc<dyn Limiter>,
-    nemesis: Arc<Nemesis>,
-    inflight: Option<Arc<InFlight>>,
+    link: &Link,
+    traffic: Traffic<'_>,
     recorder: &Recorder,
     clock: RunClock,
-    url: &str,
-    floods: &BTreeMap<String, Arc<CacheFlood>>,
 ) -> Result<(), SetupError> {
+    let Traffic {
+        nemesis,
+        layout,
+        floods,
+        sample_now,
+    } = traffic;
     let scenario = &config.scenario;
     let schedule = plan(scenario, config.seed);
     let pool = scenario
@@ -393,24 +476,27 @@ async fn drive(
         .max()
         .unwrap_or(1)
         .max(4);
-    let conns: Vec<MultiplexedConnection> = futures::future::try_join_all((0..pool).map(|_| connect(url))).await?;
+    let conns: Vec<MultiplexedConnection> =
+        futures::future::try_join_all((0..pool).map(|_| connect(&link.url))).await?;
     let progress = Progress::new(schedule.total_requests(), config.show_progress);
-    let wire_hook: Arc<dyn GapHook> = if inflight.is_some() {
+    let wire_hook: Arc<dyn GapHook> = if link.inflight.is_some() {
         Arc::new(NoFaults)
     } else {
         Arc::clone(&nemesis) as Arc<dyn GapHook>
     };
     let driver = Arc::new(Driver {
-        limiter: Arc::clone(limiter),
+        limiter: Arc::clone(&link.limiter),
         limit: scenario.limit.clone(),
+        layout: layout.clone(),
         hook: nemesis,
         wire_hook,
-        inflight,
+        inflight: link.inflight.clone(),
         recorder: recorder.clone(),
         clock,
         conns: conns.into_iter().map(std::sync::Mutex::new).collect(),
-        url: url.to_owned(),
+        url: link.url.clone(),
         progress: progress.clone(),
+        sample_now,
     });
     for (index, (phase, plan)) in scenario.phases.iter().zip(&schedule.phases).enumerate() {
         driver
@@ -459,10 +545,11 @@ async fn finish_stats(
     }
 }
 
-/// On a server the harness did not start: delete the run's own keys and put back any
-/// setting it changed (only possible with --allow-reconfigure). Called by [`super::run`] on
-/// every way out once the run has written to such a server.
-pub async fn leave_server_as_found(url: &str, prefix: &str, state: &mut RunState) {
+/// On a server the harness did not start: delete the run's own keys (the limiter's, by the
+/// run's layout, and the cache entries it wrote) and put back any setting it changed (only
+/// possible with --allow-reconfigure). Called by [`super::run`] on every way out once the
+/// run has written to such a server.
+pub async fn leave_server_as_found(url: &str, layout: &KeyLayout, state: &mut RunState) {
     let previous = std::mem::take(&mut state.previous_settings);
     let mut conn = match connect(url).await {
         Ok(conn) => conn,
@@ -474,12 +561,20 @@ pub async fn leave_server_as_found(url: &str, prefix: &str, state: &mut RunState
         }
     };
     let admin = &mut conn;
-    for pattern in [format!("{prefix}*"), format!("{CACHE_PREFIX}*")] {
-        if let Err(e) = delete_keys(admin, &pattern).await {
-            state
-                .problems
-                .push(format!("could not delete the run's keys {pattern}: {e}"));
+    match scan_layout(admin, layout).await {
+        Ok(keys) => {
+            if let Err(e) = unlink(admin, &keys).await {
+                state.problems.push(format!("could not delete the run's keys: {e}"));
+            }
         }
+        Err(e) => state
+            .problems
+            .push(format!("could not find the run's keys {}: {e}", layout.describe())),
+    }
+    if let Err(e) = super::setup::delete_keys(admin, &format!("{CACHE_PREFIX}*")).await {
+        state
+            .problems
+            .push(format!("could not delete the run's cache entries {CACHE_PREFIX}*: {e}"));
     }
     state.problems.extend(restore(admin, &previous).await);
 }

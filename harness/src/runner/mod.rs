@@ -5,22 +5,24 @@
 mod assemble;
 mod driver;
 mod execute;
+mod keys;
 mod progress;
 mod setup;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use keys::resolve_layout;
 pub use progress::Progress;
 pub use setup::{RESPONSE_TIMEOUT, connect};
 
 use crate::backend::Backend;
-use crate::checker::{self, CheckInput};
+use crate::checker::{self, CheckInput, TtlBound};
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, HistoryIndex, Recorder};
 use crate::limiter::Limiter;
-use crate::report::{Report, write_report};
+use crate::report::{KeysSummary, Report, write_report};
 use crate::scenario::{CacheTarget, Fault, Scenario};
 use execute::RunState;
 use setup::Servers;
@@ -41,6 +43,42 @@ pub struct RunConfig {
     pub show_progress: bool,
     /// The command that reproduces this run, for the report.
     pub reproduce: String,
+}
+
+/// The command line that reproduces a run. `adjust` holds the flags that changed the
+/// scenario (`--keys`, `--window-ms`), already quoted.
+pub fn reproduce_line(
+    scenario: &std::path::Path,
+    limiter: &str,
+    seed: u64,
+    backend: &dyn Backend,
+    allow_reconfigure: bool,
+    via_proxy: bool,
+    adjust: &str,
+) -> String {
+    let mut line = format!(
+        "limiter-harness run {} --limiter {} --seed {seed} {}",
+        scenario.display(),
+        shell_quote(limiter),
+        backend.reproduce_flags()
+    );
+    if allow_reconfigure {
+        line.push_str(" --allow-reconfigure");
+    }
+    if via_proxy {
+        line.push_str(" --via-proxy");
+    }
+    line.push_str(adjust);
+    line
+}
+
+/// Quote an argument for a POSIX shell when it needs it.
+pub fn shell_quote(arg: &str) -> String {
+    if arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@".contains(c)) {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
 }
 
 /// What a finished run produced.
@@ -79,9 +117,24 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     if let Some(limiter) = &state.limiter {
         limiter.stop().await;
     }
+    // The layout and TTL bound are decided once the limiter has started; a run cut short
+    // before that takes what the scenario and the configured limiter say.
+    let limiter = Arc::clone(state.limiter.as_ref().unwrap_or(&config.limiter));
+    let layout = state
+        .layout
+        .clone()
+        .unwrap_or_else(|| resolve_layout(&config.scenario.limit, limiter.as_ref()).0);
+    let ttl = state.ttl.clone().unwrap_or_else(|| {
+        TtlBound::resolve(
+            &config.scenario.limit,
+            &config.scenario.check,
+            limiter.algorithm(),
+            limiter.ttl_max_windows(),
+        )
+    });
     // And a server the harness did not start is left as found, on every way out too.
     if let Some(url) = state.leave_as_found.take() {
-        execute::leave_server_as_found(&url, &config.scenario.limit.key_prefix, &mut state).await;
+        execute::leave_server_as_found(&url, &layout, &mut state).await;
     }
     let servers_described = servers.describe();
     let leftovers = servers.stop().await;
@@ -89,14 +142,27 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     drop(recorder);
     let (events, history_error) = history.finish();
     executed?;
-    let index = HistoryIndex::new(&events);
+    let index = HistoryIndex::new(&events, &layout);
     let results = checker::check(&CheckInput {
         limit: &config.scenario.limit,
         config: &config.scenario.check,
-        algorithm: state.limiter.as_ref().unwrap_or(&config.limiter).algorithm(),
+        algorithm: limiter.algorithm(),
+        layout: &layout,
+        ttl: &ttl,
         history: &index,
     });
-    let report = assemble::report(&config, &state, &events, &index, results, servers_described, wall_ms);
+    let unseen = (!index.saw_limiter_keys()).then(|| checker::layout_hint(&layout, &index.foreign_keys()));
+    let keys = KeysSummary::new(&layout, state.layout_note.clone(), ttl, unseen);
+    let report = assemble::report(
+        &config,
+        &state,
+        &events,
+        &index,
+        results,
+        keys,
+        servers_described,
+        wall_ms,
+    );
     write_report(&report, &config.report_dir)?;
     Ok(RunOutcome {
         report,

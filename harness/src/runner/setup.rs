@@ -138,25 +138,13 @@ pub async fn restore(conn: &mut MultiplexedConnection, previous: &[(String, Stri
     failed
 }
 
-/// How many keys match `pattern` (SCAN; never KEYS).
-pub async fn count_keys(conn: &mut MultiplexedConnection, pattern: &str) -> redis::RedisResult<usize> {
-    let mut cursor = 0u64;
-    let mut total = 0usize;
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await?;
-        total += batch.len();
-        if next == 0 {
-            return Ok(total);
-        }
-        cursor = next;
+/// UNLINK `keys` (the run's own keys on a server it did not start), in batches.
+pub async fn unlink(conn: &mut MultiplexedConnection, keys: &[String]) -> redis::RedisResult<usize> {
+    let mut total = 0;
+    for batch in keys.chunks(1000) {
+        total += redis::cmd("UNLINK").arg(batch).query_async::<usize>(conn).await?;
     }
+    Ok(total)
 }
 
 /// Delete the keys matching `pattern` (the run's own keys on a server it did not start).

@@ -56,6 +56,8 @@ pub struct LimitFile {
     pub window_ms: Spanned<i64>,
     pub identities: Option<Spanned<i64>>,
     pub key_prefix: Option<Spanned<String>>,
+    /// Templates of the keys the limiter keeps per identity, e.g. `["app:{identity}:*"]`.
+    pub keys: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -98,6 +100,7 @@ pub struct CheckFile {
     pub invariants: Spanned<Vec<Spanned<String>>>,
     pub sample_interval_ms: Option<Spanned<i64>>,
     pub ttl_slack_ms: Option<Spanned<i64>>,
+    pub ttl_max_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -105,6 +108,8 @@ pub struct CheckFile {
 pub struct SetupFile {
     pub kind: Spanned<String>,
     pub identity: Spanned<i64>,
+    /// `kind = "commands"`: the commands to send, each a string split on spaces.
+    pub commands: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// A string or an array of strings (`before_command = "INCR"` or `["INCR", "INCRBY"]`).

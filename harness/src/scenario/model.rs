@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::keys::KeyLayout;
+
 /// A validated scenario. Built only by [`super::parse_scenario`].
 #[derive(Debug, Clone, Serialize)]
 pub struct Scenario {
@@ -41,8 +43,18 @@ pub struct Expect {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Setup {
     /// The limiter's own state for an identity that used up its limit, with no TTL: what
-    /// incident 1 leaves behind.
+    /// incident 1 leaves behind. The limiter writes it in its own representation.
     ExhaustedKey { identity: u32 },
+    /// Raw commands, each as its arguments, with `{key}` and `{identity}` filled in.
+    Commands { identity: u32, commands: Vec<Vec<String>> },
+}
+
+impl Setup {
+    pub fn identity(&self) -> u32 {
+        match self {
+            Self::ExhaustedKey { identity } | Self::Commands { identity, .. } => *identity,
+        }
+    }
 }
 
 impl Scenario {
@@ -63,12 +75,71 @@ impl Scenario {
             }
         }
         for setup in &self.setup {
-            let Setup::ExhaustedKey { identity } = setup;
-            reasons.push(format!(
-                "its [[setup]] writes the key of identity {identity} without a TTL"
-            ));
+            reasons.push(match setup {
+                Setup::ExhaustedKey { identity } => {
+                    format!("its [[setup]] writes the key of identity {identity} without a TTL")
+                }
+                Setup::Commands { identity, commands } => {
+                    format!(
+                        "its [[setup]] sends {} command(s) for identity {identity}",
+                        commands.len()
+                    )
+                }
+            });
         }
         reasons
+    }
+
+    /// Describe the limiter's keys from the command line (`--keys`), overriding the file.
+    pub fn override_keys(&mut self, templates: &[String]) -> Result<(), String> {
+        self.limit.keys = Some(KeyLayout::parse(
+            templates,
+            self.limit.identities,
+            crate::keys::LayoutSource::CommandLine,
+        )?);
+        Ok(())
+    }
+
+    /// Run the scenario with a window of `window_ms` instead (`--window-ms`): every duration,
+    /// rate and time-based setting scales with the window, so the run keeps its shape (the
+    /// same requests in the same places relative to the windows). For limiters whose windows
+    /// come in whole seconds.
+    pub fn rescale_window(&mut self, window_ms: u64) {
+        let factor = window_ms as f64 / self.limit.window_ms as f64;
+        let scale = |ms: u64| ((ms as f64 * factor).round() as u64).max(1);
+        self.limit.window_ms = window_ms;
+        for phase in &mut self.phases {
+            match &mut phase.kind {
+                PhaseKind::Steady {
+                    rate_per_s,
+                    duration_ms,
+                    ..
+                } => {
+                    *rate_per_s /= factor;
+                    *duration_ms = scale(*duration_ms);
+                }
+                PhaseKind::Quiet { duration_ms } => *duration_ms = scale(*duration_ms),
+                PhaseKind::Burst { .. } => {}
+            }
+        }
+        for fault in &mut self.faults {
+            match fault {
+                Fault::StallBetweenRoundTrips(GapFault {
+                    action: GapFaultAction::Stall { stall_ms },
+                    ..
+                }) => *stall_ms = scale(*stall_ms),
+                Fault::OnCommand(CommandFault {
+                    action: CommandFaultAction::DelayReply { delay_ms },
+                    ..
+                }) => *delay_ms = scale(*delay_ms),
+                _ => {}
+            }
+        }
+        self.check.sample_interval_ms = scale(self.check.sample_interval_ms);
+        if self.check.ttl_slack_ms > 0 {
+            self.check.ttl_slack_ms = scale(self.check.ttl_slack_ms);
+        }
+        self.check.ttl_max_ms = self.check.ttl_max_ms.map(scale);
     }
 }
 
@@ -85,10 +156,15 @@ pub struct Limit {
     pub window_ms: u64,
     pub identities: u32,
     pub key_prefix: String,
+    /// The limiter's keys as the scenario (or `--keys`) describes them; `None` leaves it to
+    /// the limiter's own declaration, else the default (`key_prefix` + identity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys: Option<KeyLayout>,
 }
 
 impl Limit {
-    /// The Redis key of one identity's counter.
+    /// The key the harness hands the limiter for one identity (`key_prefix` + identity); a
+    /// limiter with a layout of its own builds its keys itself and ignores it.
     pub fn key(&self, identity: u32) -> String {
         format!("{}{identity}", self.key_prefix)
     }
@@ -286,6 +362,9 @@ pub struct CheckConfig {
     pub invariants: Vec<Invariant>,
     pub sample_interval_ms: u64,
     pub ttl_slack_ms: u64,
+    /// The longest a limiter key may live, when the scenario says (it overrides the
+    /// limiter's declaration and the algorithm's default).
+    pub ttl_max_ms: Option<u64>,
 }
 
 /// An invariant the checker can judge.
@@ -338,7 +417,9 @@ impl Invariant {
     pub fn promise(self) -> &'static str {
         match self {
             Self::TtlPresent => "no limiter key exists without an expiry (PTTL -1)",
-            Self::TtlBounded => "no limiter key's TTL is longer than the window (plus the declared slack)",
+            Self::TtlBounded => {
+                "no limiter key's TTL is longer than its bound: one window, or what the limiter or the scenario declares (plus the slack)"
+            }
             Self::NoCounterReset => "a counter never disappears or drops while its window is live",
             Self::AdmittedWithinLimit => "an identity is never admitted more than the algorithm's bound allows",
             Self::NoLockout => "after a quiet period of one window, an identity is admitted again",

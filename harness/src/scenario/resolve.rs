@@ -13,6 +13,7 @@ use super::model::{
     INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Phase, PhaseKind, Pick, Scenario, ServerConfig, Setup,
     Spacing,
 };
+use crate::keys::{KeyLayout, LayoutSource};
 
 const POLICIES: [&str; 8] = [
     "noeviction",
@@ -139,12 +140,62 @@ pub(super) fn resolve(file: &ScenarioFile, src: &Source<'_>) -> Result<Scenario,
 }
 
 fn resolve_setup(setup: &SetupFile, limit: &Limit, src: &Source<'_>) -> Result<Setup, ScenarioError> {
-    if setup.kind.get_ref() != "exhausted-key" {
-        return Err(src
-            .error(&setup.kind, format!("unknown setup kind `{}`", setup.kind.get_ref()))
-            .with_help("one of: exhausted-key"));
+    let identity = resolve_setup_identity(setup, limit, src)?;
+    match setup.kind.get_ref().as_str() {
+        "exhausted-key" => {
+            src.not_for(&setup.commands, "commands", "exhausted-key setup", "identity")?;
+            Ok(Setup::ExhaustedKey { identity })
+        }
+        "commands" => {
+            let commands = setup.commands.as_ref().ok_or_else(|| {
+                src.error(&setup.kind, "a commands setup needs `commands`").with_help(
+                    "e.g. commands = [\"SET app:{identity}:count 999\"] ({key} and {identity} are filled in)",
+                )
+            })?;
+            if commands.get_ref().is_empty() {
+                return Err(src.error(commands, "`commands` is empty: give at least one command"));
+            }
+            let parsed = commands
+                .get_ref()
+                .iter()
+                .map(|c| resolve_setup_command(c, src))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Setup::Commands {
+                identity,
+                commands: parsed,
+            })
+        }
+        other => Err(src
+            .error(&setup.kind, format!("unknown setup kind `{other}`"))
+            .with_help("one of: exhausted-key, commands")),
     }
-    let identity = u32::try_from(*setup.identity.get_ref())
+}
+
+/// One setup command: its arguments split on spaces; placeholders other than `{key}` and
+/// `{identity}` are refused.
+fn resolve_setup_command(command: &Spanned<String>, src: &Source<'_>) -> Result<Vec<String>, ScenarioError> {
+    let args: Vec<String> = command.get_ref().split_whitespace().map(str::to_owned).collect();
+    if args.is_empty() {
+        return Err(src.error(command, "an empty command"));
+    }
+    for arg in &args {
+        let mut rest = arg.as_str();
+        while let Some(open) = rest.find('{') {
+            let close = rest[open..].find('}').map(|c| open + c);
+            let name = close.map(|c| &rest[open..=c]).unwrap_or(&rest[open..]);
+            if name != "{key}" && name != "{identity}" {
+                return Err(src
+                    .error(command, format!("unknown placeholder `{name}` in a setup command"))
+                    .with_help("setup commands know {key} (key_prefix + identity) and {identity}"));
+            }
+            rest = &rest[open + name.len()..];
+        }
+    }
+    Ok(args)
+}
+
+fn resolve_setup_identity(setup: &SetupFile, limit: &Limit, src: &Source<'_>) -> Result<u32, ScenarioError> {
+    u32::try_from(*setup.identity.get_ref())
         .ok()
         .filter(|id| *id < limit.identities)
         .ok_or_else(|| {
@@ -153,8 +204,7 @@ fn resolve_setup(setup: &SetupFile, limit: &Limit, src: &Source<'_>) -> Result<S
                 format!("identity {} does not exist", setup.identity.get_ref()),
             )
             .with_help(format!("identities are numbered 0 to {}", limit.identities - 1))
-        })?;
-    Ok(Setup::ExhaustedKey { identity })
+        })
 }
 
 fn resolve_name(name: &Spanned<String>, src: &Source<'_>) -> Result<String, ScenarioError> {
@@ -195,12 +245,40 @@ fn resolve_limit(limit: &Spanned<LimitFile>, src: &Source<'_>) -> Result<Limit, 
         }
         None => "rl:".to_owned(),
     };
+    let keys = match &file.keys {
+        Some(keys) => Some(resolve_keys(keys, identities, src)?),
+        None => None,
+    };
     Ok(Limit {
         requests_max,
         window_ms,
         identities,
         key_prefix,
+        keys,
     })
+}
+
+fn resolve_keys(
+    keys: &Spanned<Vec<Spanned<String>>>,
+    identities: u32,
+    src: &Source<'_>,
+) -> Result<KeyLayout, ScenarioError> {
+    if keys.get_ref().is_empty() {
+        return Err(src
+            .error(
+                keys,
+                "`keys` is empty: leave it out for the default (key_prefix + identity)",
+            )
+            .with_help("e.g. keys = [\"geocode:calls:{identity}:*\"]"));
+    }
+    for key in keys.get_ref() {
+        crate::keys::KeyTemplate::parse(key.get_ref()).map_err(|why| {
+            src.error(key, why)
+                .with_help("a key template: the key with {identity} where the identity's number goes, `*` and `?` for parts that vary (e.g. \"geocode:calls:{identity}:*\")")
+        })?;
+    }
+    let texts: Vec<String> = keys.get_ref().iter().map(|k| k.get_ref().clone()).collect();
+    KeyLayout::parse(&texts, identities, LayoutSource::Scenario).map_err(|why| src.error(keys, why))
 }
 
 fn resolve_server(file: &ServerFile, table: &str, src: &Source<'_>) -> Result<ServerConfig, ScenarioError> {
@@ -728,6 +806,10 @@ fn resolve_check(file: &CheckFile, limit: &Limit, src: &Source<'_>) -> Result<Ch
         ttl_slack_ms: match &file.ttl_slack_ms {
             Some(v) => src.in_range(v, "ttl_slack_ms", 0..=86_400_000)?,
             None => 0,
+        },
+        ttl_max_ms: match &file.ttl_max_ms {
+            Some(v) => Some(src.in_range(v, "ttl_max_ms", 1..=31_536_000_000)?),
+            None => None,
         },
     })
 }

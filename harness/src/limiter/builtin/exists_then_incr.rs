@@ -32,6 +32,10 @@ impl Limiter for ExistsThenIncr {
         Algorithm::FixedWindow
     }
 
+    fn count_at_key(&self) -> bool {
+        true
+    }
+
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {
         let exists: i64 = wire.cmd(redis::cmd("EXISTS").arg(key)).await?;
         let count = if exists == 0 {

@@ -5,7 +5,7 @@ use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 
 use super::lua::LuaScript;
-use crate::limiter::{Algorithm, Decision, Limiter, Wire};
+use crate::limiter::{Algorithm, Decision, Limiter, Plant, Wire};
 use crate::scenario::Limit;
 
 const SOURCE: &str = r"
@@ -76,7 +76,13 @@ impl Limiter for GcraLua {
         self.script.load(conn).await
     }
 
-    async fn plant_exhausted(&self, conn: &mut MultiplexedConnection, key: &str, limit: &Limit) -> RedisResult<String> {
+    async fn plant_exhausted(
+        &self,
+        conn: &mut MultiplexedConnection,
+        _identity: u32,
+        key: &str,
+        limit: &Limit,
+    ) -> RedisResult<Plant> {
         let _: i64 = redis::cmd("EVAL")
             .arg(PLANT)
             .arg(1)
@@ -84,7 +90,7 @@ impl Limiter for GcraLua {
             .arg(limit.window_ms)
             .query_async(conn)
             .await?;
-        Ok(format!("SET {key} <server now + window> (no TTL)"))
+        Ok(Plant::Planted(format!("SET {key} <server now + window> (no TTL)")))
     }
 
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {

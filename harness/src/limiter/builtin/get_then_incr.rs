@@ -32,6 +32,10 @@ impl Limiter for GetThenIncr {
         Algorithm::FixedWindow
     }
 
+    fn count_at_key(&self) -> bool {
+        true
+    }
+
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {
         let count: Option<i64> = wire.cmd(redis::cmd("GET").arg(key)).await?;
         match count {

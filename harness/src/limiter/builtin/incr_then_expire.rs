@@ -32,6 +32,10 @@ impl Limiter for IncrThenExpire {
         Algorithm::FixedWindow
     }
 
+    fn count_at_key(&self) -> bool {
+        true
+    }
+
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {
         let count: i64 = wire.cmd(redis::cmd("INCR").arg(key)).await?;
         if count == 1 {

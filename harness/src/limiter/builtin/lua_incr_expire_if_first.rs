@@ -52,6 +52,10 @@ impl Limiter for LuaIncrExpireIfFirst {
         Algorithm::FixedWindow
     }
 
+    fn count_at_key(&self) -> bool {
+        true
+    }
+
     async fn prepare(&self, conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
         self.script.load(conn).await
     }

@@ -31,6 +31,10 @@ impl Limiter for MultiIncrExpireNx {
         Algorithm::FixedWindow
     }
 
+    fn count_at_key(&self) -> bool {
+        true
+    }
+
     fn redis_version_min(&self) -> (u32, u32) {
         (7, 0)
     }

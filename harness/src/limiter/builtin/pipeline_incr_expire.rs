@@ -31,6 +31,10 @@ impl Limiter for PipelineIncrExpire {
         Algorithm::FixedWindow
     }
 
+    fn count_at_key(&self) -> bool {
+        true
+    }
+
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {
         let mut pipe = redis::pipe();
         pipe.cmd("INCRBY")

@@ -30,6 +30,10 @@ impl Limiter for SetNxThenIncr {
         Algorithm::FixedWindow
     }
 
+    fn count_at_key(&self) -> bool {
+        true
+    }
+
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {
         let _created: Option<String> = wire
             .cmd(

@@ -5,7 +5,7 @@ use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 
 use super::lua::LuaScript;
-use crate::limiter::{Algorithm, Decision, Limiter, Wire};
+use crate::limiter::{Algorithm, Decision, Limiter, Plant, Wire};
 use crate::scenario::Limit;
 
 const SOURCE: &str = r"
@@ -75,7 +75,13 @@ impl Limiter for SlidingLogZset {
         self.script.load(conn).await
     }
 
-    async fn plant_exhausted(&self, conn: &mut MultiplexedConnection, key: &str, limit: &Limit) -> RedisResult<String> {
+    async fn plant_exhausted(
+        &self,
+        conn: &mut MultiplexedConnection,
+        _identity: u32,
+        key: &str,
+        limit: &Limit,
+    ) -> RedisResult<Plant> {
         let n: i64 = redis::cmd("EVAL")
             .arg(PLANT)
             .arg(1)
@@ -83,7 +89,9 @@ impl Limiter for SlidingLogZset {
             .arg(limit.requests_max)
             .query_async(conn)
             .await?;
-        Ok(format!("ZADD {key} with {n} entries at the server's now (no TTL)"))
+        Ok(Plant::Planted(format!(
+            "ZADD {key} with {n} entries at the server's now (no TTL)"
+        )))
     }
 
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {

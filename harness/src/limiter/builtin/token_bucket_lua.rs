@@ -5,7 +5,7 @@ use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 
 use super::lua::LuaScript;
-use crate::limiter::{Algorithm, Decision, Limiter, Wire};
+use crate::limiter::{Algorithm, Decision, Limiter, Plant, Wire};
 use crate::scenario::Limit;
 
 const SOURCE: &str = r"
@@ -82,11 +82,12 @@ impl Limiter for TokenBucketLua {
     async fn plant_exhausted(
         &self,
         conn: &mut MultiplexedConnection,
+        _identity: u32,
         key: &str,
         _limit: &Limit,
-    ) -> RedisResult<String> {
+    ) -> RedisResult<Plant> {
         let _: i64 = redis::cmd("EVAL").arg(PLANT).arg(1).arg(key).query_async(conn).await?;
-        Ok(format!("HSET {key} tokens 0 ts <server now> (no TTL)"))
+        Ok(Plant::Planted(format!("HSET {key} tokens 0 ts <server now> (no TTL)")))
     }
 
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {

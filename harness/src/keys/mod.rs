@@ -1,0 +1,13 @@
+//! The limiter's keys: how the keys a limiter keeps per identity are described (a
+//! [`KeyLayout`] of [`KeyTemplate`]s such as `geocode:calls:{identity}:*`), matched and turned
+//! into Redis globs, and how a layout is proposed from keys seen when none was described.
+//! One place parses a layout; the fault proxy, the observer, the planted setup and the
+//! checkers all read the same one.
+
+mod layout;
+mod suggest;
+mod template;
+
+pub use layout::{KeyLayout, LayoutSource, escape_braces};
+pub use suggest::{Sighting, suggest_templates};
+pub use template::{IDENTITY, KeyTemplate};

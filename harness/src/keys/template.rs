@@ -1,0 +1,264 @@
+//! One key template: how the keys of one kind look, with `{identity}` where the identity's
+//! number goes and Redis glob wildcards (`*`, `?`) where anything may go.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+/// The placeholder a template must hold exactly once.
+pub const IDENTITY: &str = "{identity}";
+
+/// Longest identity number a key may carry (identities are `u32`).
+const IDENTITY_DIGITS_MAX: usize = 10;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Literal(Vec<u8>),
+    /// `*`: any run of bytes, possibly empty.
+    Any,
+    /// `?`: exactly one byte.
+    One,
+    /// `{identity}`: the identity's number in decimal.
+    Identity,
+}
+
+/// A parsed key template, e.g. `geocode:calls:{identity}:*`. `{{` and `}}` stand for literal
+/// braces (`request_rate_limiter.{{{identity}}}.tokens` is `request_rate_limiter.{7}.tokens`
+/// for identity 7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyTemplate {
+    text: String,
+    parts: Vec<Part>,
+}
+
+impl KeyTemplate {
+    /// Parse a template; the error says what is wrong in one line.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.is_empty() {
+            return Err("a key template may not be empty".into());
+        }
+        let mut parts = Vec::new();
+        let mut literal = Vec::new();
+        let mut rest = text;
+        let mut identities = 0;
+        while let Some(c) = rest.chars().next() {
+            let mut take = c.len_utf8();
+            match c {
+                '{' if rest.starts_with("{{") => {
+                    literal.push(b'{');
+                    take = 2;
+                }
+                '}' if rest.starts_with("}}") => {
+                    literal.push(b'}');
+                    take = 2;
+                }
+                '{' => {
+                    let Some(close) = rest.find('}') else {
+                        return Err(format!(
+                            "`{text}`: a `{{` without its `}}` (write `{{{{` for a literal brace)"
+                        ));
+                    };
+                    let name = &rest[..=close];
+                    if name != IDENTITY {
+                        return Err(format!(
+                            "`{text}`: unknown placeholder {name}; the only one is {IDENTITY} (write `{{{{` and `}}}}` for literal braces)"
+                        ));
+                    }
+                    identities += 1;
+                    flush(&mut literal, &mut parts);
+                    parts.push(Part::Identity);
+                    take = name.len();
+                }
+                '}' => {
+                    return Err(format!(
+                        "`{text}`: a `}}` without its `{{` (write `}}}}` for a literal brace)"
+                    ));
+                }
+                '*' | '?' => {
+                    flush(&mut literal, &mut parts);
+                    // `**` matches what `*` does: keep one.
+                    if !(c == '*' && parts.last() == Some(&Part::Any)) {
+                        parts.push(if c == '*' { Part::Any } else { Part::One });
+                    }
+                }
+                '[' | ']' | '\\' => {
+                    return Err(format!(
+                        "`{text}`: `{c}` is not supported in key templates (only the wildcards `*` and `?`)"
+                    ));
+                }
+                c if c.is_whitespace() || c.is_control() => {
+                    return Err(format!(
+                        "`{text}`: a key template may not contain spaces or control characters"
+                    ));
+                }
+                _ => literal.extend_from_slice(&rest.as_bytes()[..take]),
+            }
+            rest = &rest[take..];
+        }
+        flush(&mut literal, &mut parts);
+        if identities != 1 {
+            return Err(format!(
+                "`{text}`: a key template names the identity exactly once, with {IDENTITY} (e.g. `rl:{IDENTITY}` or `app:{IDENTITY}:*`)"
+            ));
+        }
+        Ok(Self {
+            text: text.to_owned(),
+            parts,
+        })
+    }
+
+    /// The template as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The identity number a key of this template carries, if the whole key matches.
+    pub fn identity_of(&self, key: &[u8]) -> Option<u32> {
+        matches(&self.parts, key)
+    }
+
+    /// The Redis glob (SCAN MATCH, PSUBSCRIBE) of every key of this template.
+    pub fn pattern(&self) -> String {
+        self.render("*")
+    }
+
+    /// The Redis glob of the keys of one identity.
+    pub fn pattern_for(&self, identity: u32) -> String {
+        self.render(&identity.to_string())
+    }
+
+    /// The one key of `identity`, when the template has no wildcard.
+    pub fn key_for(&self, identity: u32) -> Option<String> {
+        let concrete = self
+            .parts
+            .iter()
+            .all(|p| matches!(p, Part::Literal(_) | Part::Identity));
+        concrete.then(|| self.render(&identity.to_string()))
+    }
+
+    fn render(&self, identity: &str) -> String {
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Literal(bytes) => out.push_str(&String::from_utf8_lossy(bytes)),
+                Part::Any => out.push('*'),
+                Part::One => out.push('?'),
+                Part::Identity => out.push_str(identity),
+            }
+        }
+        out
+    }
+}
+
+fn flush(literal: &mut Vec<u8>, parts: &mut Vec<Part>) {
+    if !literal.is_empty() {
+        parts.push(Part::Literal(std::mem::take(literal)));
+    }
+}
+
+/// Match `key` against `parts` as a whole; on success, the identity's number. Backtracking:
+/// `*` tries the shortest run first, `{identity}` the longest run of digits first.
+fn matches(parts: &[Part], key: &[u8]) -> Option<u32> {
+    match parts.split_first() {
+        None => key.is_empty().then_some(u32::MAX),
+        Some((Part::Literal(lit), rest)) => matches(rest, key.strip_prefix(lit.as_slice())?),
+        Some((Part::One, rest)) => matches(rest, key.get(1..)?),
+        Some((Part::Any, rest)) => (0..=key.len()).find_map(|skip| matches(rest, &key[skip..])),
+        Some((Part::Identity, rest)) => {
+            let digits = key.iter().take_while(|b| b.is_ascii_digit()).count();
+            (1..=digits.min(IDENTITY_DIGITS_MAX)).rev().find_map(|len| {
+                matches(rest, &key[len..])?;
+                std::str::from_utf8(&key[..len]).ok()?.parse::<u32>().ok()
+            })
+        }
+    }
+}
+
+impl fmt::Display for KeyTemplate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Serialize for KeyTemplate {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(text: &str) -> KeyTemplate {
+        KeyTemplate::parse(text).unwrap()
+    }
+
+    #[test]
+    fn plain_prefix_and_identity() {
+        let tpl = t("rl:{identity}");
+        assert_eq!(tpl.identity_of(b"rl:7"), Some(7));
+        assert_eq!(tpl.identity_of(b"rl:12"), Some(12));
+        assert_eq!(tpl.identity_of(b"rl:7:log"), None, "the whole key must match");
+        assert_eq!(tpl.identity_of(b"rl:"), None);
+        assert_eq!(tpl.identity_of(b"rl:x"), None);
+        assert_eq!(tpl.pattern(), "rl:*");
+        assert_eq!(tpl.pattern_for(3), "rl:3");
+        assert_eq!(tpl.key_for(3).as_deref(), Some("rl:3"));
+    }
+
+    #[test]
+    fn real_layouts() {
+        let limits = t("LIMITS:LIMITER/api/{identity}/10/1/second");
+        assert_eq!(limits.identity_of(b"LIMITS:LIMITER/api/0/10/1/second"), Some(0));
+        assert_eq!(limits.identity_of(b"LIMITS:LIMITER/api/0/10/1/minute"), None);
+
+        let per_day = t("geocode:calls:{identity}:*");
+        assert_eq!(per_day.identity_of(b"geocode:calls:3:2026-09-27"), Some(3));
+        assert_eq!(per_day.identity_of(b"geocode:calls:3:"), Some(3));
+        assert_eq!(per_day.pattern(), "geocode:calls:*:*");
+        assert_eq!(per_day.pattern_for(3), "geocode:calls:3:*");
+        assert_eq!(per_day.key_for(3), None, "a wildcard: no single key");
+
+        let tagged = t("request_rate_limiter.{{{identity}}}.tokens");
+        assert_eq!(tagged.identity_of(b"request_rate_limiter.{5}.tokens"), Some(5));
+        assert_eq!(tagged.pattern(), "request_rate_limiter.{*}.tokens");
+        assert_eq!(tagged.key_for(5).as_deref(), Some("request_rate_limiter.{5}.tokens"));
+    }
+
+    #[test]
+    fn wildcards_backtrack() {
+        let tpl = t("*:{identity}");
+        assert_eq!(tpl.identity_of(b"a:b:42"), Some(42));
+        let tpl = t("rl:{identity}?");
+        assert_eq!(tpl.identity_of(b"rl:123"), Some(12), "`?` takes the last digit");
+        let tpl = t("rl:{identity}*");
+        assert_eq!(
+            tpl.identity_of(b"rl:123"),
+            Some(123),
+            "the identity takes the longest run"
+        );
+        assert_eq!(
+            t("rl:{identity}").identity_of(b"rl:99999999999"),
+            None,
+            "more digits than a u32 holds"
+        );
+    }
+
+    #[test]
+    fn bad_templates_say_why() {
+        for (bad, why) in [
+            ("rl:", "exactly once"),
+            ("rl:{identity}:{identity}", "exactly once"),
+            ("rl:{id}", "unknown placeholder {id}"),
+            ("rl:{identity", "without its"),
+            ("rl:}{identity}", "without its"),
+            ("rl:[ab]{identity}", "not supported"),
+            ("rl: {identity}", "spaces"),
+            ("", "empty"),
+        ] {
+            let err = KeyTemplate::parse(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+}
