@@ -36,9 +36,13 @@ test: test-deps
     cargo build --workspace --all-targets
     cargo test --workspace
 
-# What the tests need beyond Rust: redis-py for the Python exec-adapter examples.
+# What the tests need beyond Rust: the Python exec-adapter examples' libraries, pinned (redis-py, and `limits`, a real limiter library used unchanged).
 test-deps:
-    @python3 -c "import redis" 2>/dev/null || python3 -m pip install --quiet redis || python3 -m pip install --quiet --break-system-packages redis
+    #!/usr/bin/env bash
+    set -euo pipefail
+    want=("redis==7.4.1" "limits[redis]==5.8.0")
+    if python3 -c 'import importlib.metadata as m, sys; sys.exit(not (m.version("redis") == "7.4.1" and m.version("limits") == "5.8.0"))' 2>/dev/null; then exit 0; fi
+    python3 -m pip install --quiet "${want[@]}" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "${want[@]}"
 
 # After a deliberate change: rewrite the reviewed snapshots and MATRIX.md, then review `git diff reports/`.
 snapshots: build

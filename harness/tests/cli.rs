@@ -99,6 +99,49 @@ fn list_shows_scenarios_and_limiters_with_their_commands() {
         "{listing}"
     );
     assert!(listing.contains("GET key"), "{listing}");
+    assert!(
+        listing.contains("keys: <key_prefix><identity>, one per identity (e.g. rl:0); TTL bound: one window"),
+        "each built-in's layout and TTL bound: {listing}"
+    );
+}
+
+#[test]
+fn keys_and_window_from_the_command_line_are_checked_and_reproduced() {
+    let out = run(&["run", "steady-control", "-l", "get-then-incr", "--keys", "rl:{id}"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = text(&out.stderr);
+    assert!(err.contains("--keys: `rl:{id}`: unknown placeholder {id}"), "{err}");
+    let out = run(&["run", "steady-control", "-l", "get-then-incr", "--window-ms", "10"]);
+    assert_eq!(out.status.code(), Some(3), "a window below 50 ms is refused");
+
+    // A layout that matches nothing the limiter touches: unknown (exit 2), ending with the
+    // hint, and a reproduce line that carries both flags.
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "run",
+        "window-boundary-burst",
+        "-l",
+        "lua-fixed-window",
+        "--backend",
+        "process",
+        "--keys",
+        "app:{identity}:*",
+        "--window-ms",
+        "1000",
+        "--report-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    let hint = stdout.lines().find(|l| l.starts_with("keys:")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        hint.contains("no key matching `app:{identity}:*`") && hint.contains("--keys 'rl:{identity}'"),
+        "{hint}"
+    );
+    assert!(
+        stdout.contains("--backend process --keys 'app:{identity}:*' --window-ms 1000"),
+        "{stdout}"
+    );
 }
 
 #[test]

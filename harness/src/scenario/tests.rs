@@ -648,3 +648,87 @@ fn errors_count_columns_in_characters() {
     assert_eq!(err.line, locate(&text, "\"ttl-présent\"").0);
     assert_eq!(err.column, "invariants = [".chars().count() + 1, "{err}");
 }
+
+// ---- the limiter's keys, TTL bounds, planted commands, rescaling --------------------------
+
+fn with_keys(keys: &str) -> String {
+    edit(MINIMAL, "window_ms = 1000\n", &format!("window_ms = 1000\nidentities = 2\nkeys = {keys}\n"))
+}
+
+#[test]
+fn keys_describe_the_limiters_layout() {
+    let s = parse_ok(&with_keys(r#"["geocode:calls:{identity}:*", "b.{{{identity}}}.ts"]"#));
+    let layout = s.limit.keys.expect("keys given");
+    assert_eq!(layout.identity_of(b"geocode:calls:1:20261201"), Some(1));
+    assert_eq!(layout.identity_of(b"b.{0}.ts"), Some(0));
+    assert_eq!(layout.identity_of(b"geocode:calls:2:x"), None, "identities are 0 and 1");
+    assert!(parse_ok(MINIMAL).limit.keys.is_none(), "absent: the limiter's or the default");
+}
+
+#[test]
+fn a_bad_key_template_is_reported_at_the_template() {
+    let text = with_keys(r#"["ok:{identity}", "bad:{id}"]"#);
+    let err = parse_err(&text);
+    assert_error_at(&err, &text, locate(&text, "\"bad:{id}\""), &["unknown placeholder {id}"]);
+    assert_help_has(&err, "{identity} where the identity's number goes");
+    let text = with_keys(r#"["no-identity"]"#);
+    assert_error_at(&parse_err(&text), &text, locate(&text, "\"no-identity\""), &["exactly once"]);
+    let text = with_keys("[]");
+    assert_error_at(&parse_err(&text), &text, value_of(&text, "keys = []"), &["empty"]);
+}
+
+#[test]
+fn ttl_max_ms_is_read_and_checked() {
+    let text = edit(MINIMAL, "invariants = [\"ttl-present\"]\n", "invariants = [\"ttl-present\"]\nttl_max_ms = 2000\n");
+    assert_eq!(parse_ok(&text).check.ttl_max_ms, Some(2000));
+    let bad = edit(&text, "ttl_max_ms = 2000", "ttl_max_ms = 0");
+    assert_error_at(&parse_err(&bad), &bad, value_of(&bad, "ttl_max_ms = 0"), &["out of range"]);
+}
+
+#[test]
+fn a_commands_setup_is_parsed_with_its_placeholders() {
+    let setup = "[[setup]]\nkind = \"commands\"\nidentity = 1\ncommands = [\"SET app:{identity}:n 99\", \"PERSIST {key}\"]\n\n[check]";
+    let text = edit(&with_keys(r#"["app:{identity}:n"]"#), "[check]", setup);
+    let s = parse_ok(&text);
+    assert_eq!(
+        s.setup,
+        vec![super::Setup::Commands {
+            identity: 1,
+            commands: vec![
+                vec!["SET".into(), "app:{identity}:n".into(), "99".into()],
+                vec!["PERSIST".into(), "{key}".into()]
+            ],
+        }]
+    );
+    let bad = edit(&text, "PERSIST {key}", "PERSIST {now}");
+    assert_error_at(
+        &parse_err(&bad),
+        &bad,
+        locate(&bad, "\"PERSIST {now}\""),
+        &["unknown placeholder `{now}`"],
+    );
+    let missing = edit(&text, "commands = [\"SET app:{identity}:n 99\", \"PERSIST {key}\"]\n", "");
+    assert_error_at(&parse_err(&missing), &missing, locate(&missing, "\"commands\""), &["needs `commands`"]);
+}
+
+#[test]
+fn rescaling_the_window_keeps_the_scenarios_shape() {
+    let mut s = parse_ok(FULL);
+    s.rescale_window(2000);
+    assert_eq!(s.limit.window_ms, 2000);
+    match &s.phases[0].kind {
+        PhaseKind::Steady {
+            rate_per_s, duration_ms, ..
+        } => assert_eq!((*rate_per_s, *duration_ms), (50.25, 5000)),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(s.phases[1].kind, PhaseKind::Quiet { duration_ms: 2400 }));
+    assert!(matches!(s.phases[2].kind, PhaseKind::Burst { requests: 500, .. }), "bursts are closed loop");
+    assert!(matches!(
+        &s.faults[1],
+        Fault::StallBetweenRoundTrips(g) if g.action == GapFaultAction::Stall { stall_ms: 3000 }
+    ));
+    assert_eq!((s.check.sample_interval_ms, s.check.ttl_slack_ms), (200, 10));
+    let same = crate::workload::plan(&parse_ok(FULL), 1).total_requests();
+    assert_eq!(crate::workload::plan(&s, 1).total_requests(), same, "the same requests");
+}
