@@ -133,7 +133,10 @@ fn keys_and_window_from_the_command_line_are_checked_and_reproduced() {
     ]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "{stdout}");
-    let hint = stdout.lines().find(|l| l.starts_with("keys:")).unwrap_or_else(|| panic!("{stdout}"));
+    let hint = stdout
+        .lines()
+        .find(|l| l.starts_with("keys:"))
+        .unwrap_or_else(|| panic!("{stdout}"));
     assert!(
         hint.contains("no key matching `app:{identity}:*`") && hint.contains("--keys 'rl:{identity}'"),
         "{hint}"

@@ -9,5 +9,5 @@ mod sampler;
 mod stats;
 
 pub use keyspace::{KEYSPACE_FLAGS, keyspace_events_enabled, subscribe_keyspace};
-pub use sampler::{SampleNow, sample_keys, scan_identity, scan_layout, spawn_sampler};
+pub use sampler::{SampleNow, sample_keys, scan_identity, scan_layout, scan_matching, spawn_sampler};
 pub use stats::{ServerInfo, read_stats, server_info};

@@ -35,26 +35,33 @@ async fn scan_patterns(
 ) -> RedisResult<Vec<String>> {
     let mut keys: Vec<String> = Vec::new();
     for pattern in patterns {
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(conn)
-                .await?;
-            keys.extend(batch.into_iter().filter(|k| layout.identity_of(k.as_bytes()).is_some()));
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+        let found = scan_matching(conn, pattern).await?;
+        keys.extend(found.into_iter().filter(|k| layout.identity_of(k.as_bytes()).is_some()));
     }
     keys.sort();
     keys.dedup();
     Ok(keys)
+}
+
+/// Every key matching the glob `pattern` (SCAN, never KEYS).
+pub async fn scan_matching(conn: &mut MultiplexedConnection, pattern: &str) -> RedisResult<Vec<String>> {
+    let mut keys = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await?;
+        keys.extend(batch);
+        if next == 0 {
+            return Ok(keys);
+        }
+        cursor = next;
+    }
 }
 
 /// One pass over every limiter key: [`scan_layout`], then PTTL and GET pipelined.

@@ -39,15 +39,18 @@ pub fn render_markdown(r: &Report) -> String {
 fn header(out: &mut String, r: &Report) {
     let _ = writeln!(out, "| | |\n|---|---|");
     let _ = writeln!(out, "| scenario | `{}` |", r.scenario_file);
+    let trips = match r.limiter.round_trips_max {
+        u32::MAX => "round trips as it pleases".to_owned(),
+        n => format!("up to {n} round trip(s)"),
+    };
     let _ = writeln!(
         out,
-        "| limiter | `{}` ({}, up to {} round trip(s)) |",
+        "| limiter | `{}` ({}, {trips}) |",
         r.limiter.name,
         serde_json::to_value(r.limiter.algorithm)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default(),
-        r.limiter.round_trips_max
     );
     let settings = if r.server.settings.is_empty() {
         "defaults".to_owned()

@@ -21,8 +21,8 @@ use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, LimiterEnv};
 use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults};
 use crate::observer::{
-    SampleNow, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info, spawn_sampler,
-    subscribe_keyspace,
+    SampleNow, keyspace_events_enabled, read_stats, sample_keys, scan_layout, scan_matching, server_info,
+    spawn_sampler, subscribe_keyspace,
 };
 use crate::proxy::{InFlight, NemesisHook, Proxy};
 use crate::scenario::{CacheTarget, Fault, PhaseKind};
@@ -571,7 +571,12 @@ pub async fn leave_server_as_found(url: &str, layout: &KeyLayout, state: &mut Ru
             .problems
             .push(format!("could not find the run's keys {}: {e}", layout.describe())),
     }
-    if let Err(e) = super::setup::delete_keys(admin, &format!("{CACHE_PREFIX}*")).await {
+    let cache_pattern = format!("{CACHE_PREFIX}*");
+    let deleted = match scan_matching(admin, &cache_pattern).await {
+        Ok(keys) => unlink(admin, &keys).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = deleted {
         state
             .problems
             .push(format!("could not delete the run's cache entries {CACHE_PREFIX}*: {e}"));

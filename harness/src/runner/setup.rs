@@ -146,26 +146,3 @@ pub async fn unlink(conn: &mut MultiplexedConnection, keys: &[String]) -> redis:
     }
     Ok(total)
 }
-
-/// Delete the keys matching `pattern` (the run's own keys on a server it did not start).
-pub async fn delete_keys(conn: &mut MultiplexedConnection, pattern: &str) -> redis::RedisResult<usize> {
-    let mut cursor = 0u64;
-    let mut total = 0usize;
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await?;
-        if !batch.is_empty() {
-            total += redis::cmd("UNLINK").arg(&batch).query_async::<usize>(conn).await?;
-        }
-        if next == 0 {
-            return Ok(total);
-        }
-        cursor = next;
-    }
-}

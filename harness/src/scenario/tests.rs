@@ -652,7 +652,11 @@ fn errors_count_columns_in_characters() {
 // ---- the limiter's keys, TTL bounds, planted commands, rescaling --------------------------
 
 fn with_keys(keys: &str) -> String {
-    edit(MINIMAL, "window_ms = 1000\n", &format!("window_ms = 1000\nidentities = 2\nkeys = {keys}\n"))
+    edit(
+        MINIMAL,
+        "window_ms = 1000\n",
+        &format!("window_ms = 1000\nidentities = 2\nkeys = {keys}\n"),
+    )
 }
 
 #[test]
@@ -662,27 +666,49 @@ fn keys_describe_the_limiters_layout() {
     assert_eq!(layout.identity_of(b"geocode:calls:1:20261201"), Some(1));
     assert_eq!(layout.identity_of(b"b.{0}.ts"), Some(0));
     assert_eq!(layout.identity_of(b"geocode:calls:2:x"), None, "identities are 0 and 1");
-    assert!(parse_ok(MINIMAL).limit.keys.is_none(), "absent: the limiter's or the default");
+    assert!(
+        parse_ok(MINIMAL).limit.keys.is_none(),
+        "absent: the limiter's or the default"
+    );
 }
 
 #[test]
 fn a_bad_key_template_is_reported_at_the_template() {
     let text = with_keys(r#"["ok:{identity}", "bad:{id}"]"#);
     let err = parse_err(&text);
-    assert_error_at(&err, &text, locate(&text, "\"bad:{id}\""), &["unknown placeholder {id}"]);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"bad:{id}\""),
+        &["unknown placeholder {id}"],
+    );
     assert_help_has(&err, "{identity} where the identity's number goes");
     let text = with_keys(r#"["no-identity"]"#);
-    assert_error_at(&parse_err(&text), &text, locate(&text, "\"no-identity\""), &["exactly once"]);
+    assert_error_at(
+        &parse_err(&text),
+        &text,
+        locate(&text, "\"no-identity\""),
+        &["exactly once"],
+    );
     let text = with_keys("[]");
     assert_error_at(&parse_err(&text), &text, value_of(&text, "keys = []"), &["empty"]);
 }
 
 #[test]
 fn ttl_max_ms_is_read_and_checked() {
-    let text = edit(MINIMAL, "invariants = [\"ttl-present\"]\n", "invariants = [\"ttl-present\"]\nttl_max_ms = 2000\n");
+    let text = edit(
+        MINIMAL,
+        "invariants = [\"ttl-present\"]\n",
+        "invariants = [\"ttl-present\"]\nttl_max_ms = 2000\n",
+    );
     assert_eq!(parse_ok(&text).check.ttl_max_ms, Some(2000));
     let bad = edit(&text, "ttl_max_ms = 2000", "ttl_max_ms = 0");
-    assert_error_at(&parse_err(&bad), &bad, value_of(&bad, "ttl_max_ms = 0"), &["out of range"]);
+    assert_error_at(
+        &parse_err(&bad),
+        &bad,
+        value_of(&bad, "ttl_max_ms = 0"),
+        &["out of range"],
+    );
 }
 
 #[test]
@@ -707,8 +733,17 @@ fn a_commands_setup_is_parsed_with_its_placeholders() {
         locate(&bad, "\"PERSIST {now}\""),
         &["unknown placeholder `{now}`"],
     );
-    let missing = edit(&text, "commands = [\"SET app:{identity}:n 99\", \"PERSIST {key}\"]\n", "");
-    assert_error_at(&parse_err(&missing), &missing, locate(&missing, "\"commands\""), &["needs `commands`"]);
+    let missing = edit(
+        &text,
+        "commands = [\"SET app:{identity}:n 99\", \"PERSIST {key}\"]\n",
+        "",
+    );
+    assert_error_at(
+        &parse_err(&missing),
+        &missing,
+        locate(&missing, "\"commands\""),
+        &["needs `commands`"],
+    );
 }
 
 #[test]
@@ -718,12 +753,17 @@ fn rescaling_the_window_keeps_the_scenarios_shape() {
     assert_eq!(s.limit.window_ms, 2000);
     match &s.phases[0].kind {
         PhaseKind::Steady {
-            rate_per_s, duration_ms, ..
+            rate_per_s,
+            duration_ms,
+            ..
         } => assert_eq!((*rate_per_s, *duration_ms), (50.25, 5000)),
         other => panic!("{other:?}"),
     }
     assert!(matches!(s.phases[1].kind, PhaseKind::Quiet { duration_ms: 2400 }));
-    assert!(matches!(s.phases[2].kind, PhaseKind::Burst { requests: 500, .. }), "bursts are closed loop");
+    assert!(
+        matches!(s.phases[2].kind, PhaseKind::Burst { requests: 500, .. }),
+        "bursts are closed loop"
+    );
     assert!(matches!(
         &s.faults[1],
         Fault::StallBetweenRoundTrips(g) if g.action == GapFaultAction::Stall { stall_ms: 3000 }
