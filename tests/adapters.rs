@@ -329,6 +329,19 @@ async fn correct_limiters_with_their_own_keys_pass_steady_control() {
         let ttl = verdict_of(&report, Invariant::TtlBounded);
         assert_eq!(ttl, Verdict::Valid, "{spec}: TTLs were seen and bounded");
     }
+    // A catalog scenario whose window is a whole second already: requests bunched at the
+    // window's edge, which a fixed window may admit twice over and a moving window may not.
+    for example in ["limits_fixed_window", "limits_moving_window"] {
+        let (report, _dir) = run_spec(
+            scenario("window-boundary-burst"),
+            &python(example),
+            Kind::Process,
+            false,
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.verdict, Verdict::Valid, "{example}: {report:#?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -347,7 +347,7 @@ pub(crate) fn run_declared(
         .clone()
         .unwrap_or_else(|| KeyLayout::default_for(&limit.key_prefix, limit.identities));
     let ttl = TtlBound::resolve(limit, config, algorithm, ttl_windows);
-    let history = HistoryIndex::new(events, &layout);
+    let history = HistoryIndex::new(events.to_vec(), &layout);
     check(&CheckInput {
         limit,
         config,

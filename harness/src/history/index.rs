@@ -77,8 +77,8 @@ pub struct HistoryIndex {
     pub requests: Vec<Request>,
     /// Request positions (into `requests`) per limiter key they worked on, in invocation order.
     pub by_key: BTreeMap<String, Vec<usize>>,
-    /// Request positions per identity, in invocation order.
-    pub by_identity: BTreeMap<u32, Vec<usize>>,
+    /// (identity, request position), sorted: each identity's requests in invocation order.
+    by_identity: Vec<(u32, usize)>,
     pub samples: Vec<Sample>,
     /// Keyspace notifications per key: (t_us, event).
     pub keyspace: BTreeMap<String, Vec<(u64, String)>>,
@@ -97,6 +97,8 @@ pub struct HistoryIndex {
     /// Keys named on the wire by no request the proxy could tell (outside the layout), with
     /// when: (t_us, key), the first [`FOREIGN_KEYS_MAX`] distinct keys.
     pub unattributed: Vec<(u64, String)>,
+    /// Cache entries the memory-pressure faults wrote: (ok, failed).
+    pub cache_writes: (u64, u64),
 }
 
 /// One round trip through the fault proxy.
@@ -122,8 +124,9 @@ pub struct FaultRecord {
 }
 
 impl HistoryIndex {
-    /// Index `events`, taking `layout` for which keys are the limiter's and whose.
-    pub fn new(events: &[Event], layout: &KeyLayout) -> Self {
+    /// Index `events` (taken over, not copied), with `layout` saying which keys are the
+    /// limiter's and whose.
+    pub fn new(events: Vec<Event>, layout: &KeyLayout) -> Self {
         let mut index = Self {
             keyspace_complete: true,
             ..Self::default()
@@ -137,8 +140,9 @@ impl HistoryIndex {
             for key in &request.keys {
                 index.by_key.entry(key.clone()).or_default().push(pos);
             }
-            index.by_identity.entry(request.identity).or_default().push(pos);
+            index.by_identity.push((request.identity, pos));
         }
+        index.by_identity.sort_unstable();
         index.add_unanswered(layout);
         index.samples.sort_by_key(|s| s.t_start_us);
         index
@@ -168,7 +172,7 @@ impl HistoryIndex {
         }
     }
 
-    fn add(&mut self, event: &Event, layout: &KeyLayout, pending: &mut BTreeMap<u64, usize>) {
+    fn add(&mut self, event: Event, layout: &KeyLayout, pending: &mut BTreeMap<u64, usize>) {
         match event {
             Event::Invoke {
                 id,
@@ -178,16 +182,16 @@ impl HistoryIndex {
                 key,
                 phase,
             } => {
-                pending.insert(*id, self.requests.len());
+                pending.insert(id, self.requests.len());
                 self.requests.push(Request {
-                    id: *id,
-                    identity: *identity,
-                    ordinal: *ordinal,
-                    harness_key: key.clone(),
+                    id,
+                    identity,
+                    ordinal,
+                    harness_key: key,
                     keys: Vec::new(),
                     other_keys: Vec::new(),
-                    phase: *phase,
-                    invoke_us: *t_us,
+                    phase,
+                    invoke_us: t_us,
                     complete_us: None,
                     outcome: None,
                     count: None,
@@ -204,40 +208,38 @@ impl HistoryIndex {
                 keys,
                 error,
             } => {
-                if let Some(pos) = pending.remove(id) {
+                if let Some(pos) = pending.remove(&id) {
                     let r = &mut self.requests[pos];
-                    r.complete_us = Some(*t_us);
-                    r.outcome = Some(*outcome);
-                    r.count = *count;
-                    r.trips.clone_from(trips);
-                    r.error.clone_from(error);
+                    r.complete_us = Some(t_us);
+                    r.outcome = Some(outcome);
+                    r.count = count;
+                    r.trips = trips;
+                    r.error = error;
                     let identity = r.identity;
-                    let (mine, other) = keys.iter().cloned().partition(|k| layout.is_key_of(k, identity));
-                    r.keys = mine;
-                    r.other_keys = other;
+                    if keys.iter().all(|k| layout.is_key_of(k, identity)) {
+                        r.keys = keys;
+                    } else {
+                        (r.keys, r.other_keys) = keys.into_iter().partition(|k| layout.is_key_of(k, identity));
+                    }
                 }
             }
             Event::Sample {
                 t_start_us,
                 t_end_us,
                 final_audit,
-                keys,
-            } => self.samples.push(Sample {
-                t_start_us: *t_start_us,
-                t_end_us: *t_end_us,
-                final_audit: *final_audit,
-                keys: keys
-                    .iter()
-                    .filter(|k| layout.identity_of(k.key.as_bytes()).is_some())
-                    .cloned()
-                    .collect(),
-            }),
+                mut keys,
+            } => {
+                keys.retain(|k| layout.identity_of(k.key.as_bytes()).is_some());
+                self.samples.push(Sample {
+                    t_start_us,
+                    t_end_us,
+                    final_audit,
+                    keys,
+                });
+            }
             Event::Keyspace { t_us, key, event } => {
                 if layout.identity_of(key.as_bytes()).is_some() {
-                    self.keyspace
-                        .entry(key.clone())
-                        .or_default()
-                        .push((*t_us, event.clone()));
+                    self.keyspace.entry(key).or_default().push((t_us, event));
                 }
             }
             Event::Problem {
@@ -246,7 +248,7 @@ impl HistoryIndex {
                 if source == "keyspace" {
                     self.keyspace_complete = false;
                 }
-                self.problems.push((source.clone(), detail.clone(), *fatal));
+                self.problems.push((source, detail, fatal));
             }
             Event::Phase {
                 t_us,
@@ -254,10 +256,10 @@ impl HistoryIndex {
                 name,
                 edge,
             } => match edge {
-                super::PhaseEdge::Start => self.phases.push((*index, name.clone(), *t_us, None)),
+                super::PhaseEdge::Start => self.phases.push((index, name, t_us, None)),
                 super::PhaseEdge::End => {
-                    if let Some(p) = self.phases.iter_mut().find(|p| p.0 == *index) {
-                        p.3 = Some(*t_us);
+                    if let Some(p) = self.phases.iter_mut().find(|p| p.0 == index) {
+                        p.3 = Some(t_us);
                     }
                 }
             },
@@ -270,16 +272,16 @@ impl HistoryIndex {
                 command,
                 effect,
             } => self.faults.push(FaultRecord {
-                t_us: *t_us,
-                fault: *fault,
-                kind: kind.clone(),
-                request: *request,
-                key: key.clone(),
-                command: command.clone(),
-                effect: effect.clone(),
+                t_us,
+                fault,
+                kind,
+                request,
+                key,
+                command,
+                effect,
             }),
             Event::Setup { t_us, key, .. } => {
-                self.planted.insert(key.clone(), *t_us);
+                self.planted.insert(key, t_us);
             }
             Event::Wire {
                 t_us,
@@ -290,20 +292,28 @@ impl HistoryIndex {
             } => {
                 if request.is_none() {
                     for key in keys {
-                        let known = self.unattributed.iter().any(|(_, k)| k == key);
+                        let known = self.unattributed.iter().any(|(_, k)| *k == key);
                         if !known && self.unattributed.len() < FOREIGN_KEYS_MAX {
-                            self.unattributed.push((*t_us, key.clone()));
+                            self.unattributed.push((t_us, key));
                         }
                     }
                 }
                 self.wire.push(WireRecord {
-                    t_us: *t_us,
-                    conn: *conn,
-                    request: *request,
-                    commands: commands.clone(),
+                    t_us,
+                    conn,
+                    request,
+                    commands,
                 });
             }
-            Event::Run { .. } | Event::Stats { .. } | Event::Flood { .. } => {}
+            Event::Flood {
+                writes_ok,
+                writes_failed,
+                ..
+            } => {
+                self.cache_writes.0 += writes_ok;
+                self.cache_writes.1 += writes_failed;
+            }
+            Event::Run { .. } | Event::Stats { .. } => {}
         }
     }
 
@@ -369,23 +379,21 @@ impl HistoryIndex {
             .map(|&pos| &self.requests[pos])
     }
 
-    /// The requests of `identity`, in invocation order.
-    pub fn requests_of<'a>(&'a self, identity: u32) -> impl DoubleEndedIterator<Item = &'a Request> + 'a {
-        self.by_identity
-            .get(&identity)
-            .into_iter()
-            .flatten()
-            .map(|&pos| &self.requests[pos])
+    /// The positions of `identity`'s requests, in invocation order.
+    fn positions_of(&self, identity: u32) -> &[(u32, usize)] {
+        let from = self.by_identity.partition_point(|&(id, _)| id < identity);
+        let to = self.by_identity.partition_point(|&(id, _)| id <= identity);
+        &self.by_identity[from..to]
     }
 
     /// The last request of `identity` sent at or before `t_us` that worked on a limiter key.
     pub fn last_with_keys(&self, identity: u32, t_us: u64) -> Option<&Request> {
-        let positions = self.by_identity.get(&identity)?;
-        let sent = positions.partition_point(|&p| self.requests[p].invoke_us <= t_us);
+        let positions = self.positions_of(identity);
+        let sent = positions.partition_point(|&(_, p)| self.requests[p].invoke_us <= t_us);
         positions[..sent]
             .iter()
             .rev()
-            .map(|&p| &self.requests[p])
+            .map(|&(_, p)| &self.requests[p])
             .find(|r| !r.keys.is_empty())
     }
 

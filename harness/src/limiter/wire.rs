@@ -157,12 +157,12 @@ impl<'a> Wire<'a> {
                 )));
             }
         }
-        for key in &next.keys {
-            if !self.keys.contains(key) {
-                self.keys.push(key.clone());
+        self.trips.push(next.label());
+        for key in next.keys {
+            if !self.keys.contains(&key) {
+                self.keys.push(key);
             }
         }
-        self.trips.push(next.label());
         Ok(())
     }
 

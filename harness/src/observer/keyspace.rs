@@ -41,6 +41,13 @@ pub async fn subscribe_keyspace(
     let mut pubsub = client.get_async_pubsub().await?;
     let channel_prefix = format!("__keyspace@{db}__:");
     let patterns = layout.patterns();
+    // With several globs, a key matching two is notified twice: keep its first glob's copy.
+    let channels: Vec<String> = layout
+        .templates
+        .iter()
+        .map(|t| format!("{channel_prefix}{}", t.pattern()))
+        .collect();
+    let overlapping = patterns.len() > 1;
     for pattern in &patterns {
         pubsub.psubscribe(format!("{channel_prefix}{pattern}")).await?;
     }
@@ -53,14 +60,15 @@ pub async fn subscribe_keyspace(
                 msg = messages.next() => match msg {
                     Some(msg) => {
                         let key = msg.get_channel_name().strip_prefix(channel_prefix.as_str()).unwrap_or_default().to_owned();
-                        // Overlapping globs deliver one event once per glob: keep the copy of
-                        // the first glob that matches, and only keys the layout says are the run's.
-                        let first_glob = layout
-                            .template_of(key.as_bytes())
-                            .map(|t| format!("{channel_prefix}{}", layout.templates[t].pattern()));
-                        let pattern: Option<String> = msg.get_pattern().ok();
-                        if layout.identity_of(key.as_bytes()).is_none() || first_glob != pattern {
+                        // Only the keys the layout says are the run's (a glob matches more).
+                        if layout.identity_of(key.as_bytes()).is_none() {
                             continue;
+                        }
+                        if overlapping {
+                            let first = layout.template_of(key.as_bytes()).map(|t| channels[t].as_str());
+                            if msg.get_pattern::<String>().ok().as_deref() != first {
+                                continue;
+                            }
                         }
                         let event: String = msg.get_payload().unwrap_or_default();
                         seen += 1;

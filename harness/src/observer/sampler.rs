@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -99,20 +99,18 @@ pub async fn sample_keys(conn: &mut MultiplexedConnection, layout: &KeyLayout) -
     Ok(samples)
 }
 
-/// Asks the sampler for a sample now and waits until it is in the history (the driver takes
-/// one at the end of every phase that sent requests: a moment with nothing in flight, whatever
-/// the machine's speed).
+/// Asks the sampler for a sample as soon as it can (the driver asks at the end of every phase
+/// that sent requests, so that a run's keys are sampled whatever the machine's speed). It
+/// does not wait: the run's timing stays the scenario's.
 #[derive(Debug, Clone)]
 pub struct SampleNow {
-    tx: mpsc::Sender<oneshot::Sender<()>>,
+    tx: mpsc::Sender<()>,
 }
 
 impl SampleNow {
-    pub async fn take(&self) {
-        let (done, taken) = oneshot::channel();
-        if self.tx.send(done).await.is_ok() {
-            let _ = taken.await;
-        }
+    pub fn ask(&self) {
+        // Full: a sample is already asked for, and it will do.
+        let _ = self.tx.try_send(());
     }
 }
 
@@ -126,18 +124,17 @@ pub fn spawn_sampler(
     clock: RunClock,
     stop: CancellationToken,
 ) -> (JoinHandle<u64>, SampleNow) {
-    let (tx, mut asked) = mpsc::channel::<oneshot::Sender<()>>(1);
+    let (tx, mut asked) = mpsc::channel::<()>(1);
     let handle = tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut failing = false;
         let mut taken = 0u64;
         loop {
-            let mut done = None;
             tokio::select! {
                 () = stop.cancelled() => break,
                 _ = ticker.tick() => {}
-                Some(reply) = asked.recv() => done = Some(reply),
+                Some(()) = asked.recv() => {}
             }
             let t_start_us = clock.now_us();
             match sample_keys(&mut conn, &layout).await {
@@ -161,9 +158,6 @@ pub fn spawn_sampler(
                     });
                 }
                 Err(_) => {}
-            }
-            if let Some(done) = done {
-                let _ = done.send(());
             }
         }
         taken

@@ -3,16 +3,14 @@
 use super::RunConfig;
 use super::execute::RunState;
 use crate::checker::{CheckResult, Verdict};
-use crate::history::{Event, HistoryIndex, Outcome};
+use crate::history::{HistoryIndex, Outcome};
 use crate::report::{Counts, FaultSummary, KeysSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};
 use crate::scenario::{CacheTarget, CommandFault, CommandFaultAction, Fault, GapFault, GapFaultAction};
 use crate::workload::plan;
 
-#[allow(clippy::too_many_arguments)]
 pub fn report(
     config: &RunConfig,
     state: &RunState,
-    events: &[Event],
     index: &HistoryIndex,
     invariants: Vec<CheckResult>,
     keys: KeysSummary,
@@ -30,7 +28,7 @@ pub fn report(
             .map(|(source, detail, _)| format!("{source}: {detail}")),
     );
     problems.dedup();
-    let observed = observed(state, events, index, &invariants, servers, wall_ms);
+    let observed = observed(state, index, &invariants, servers, wall_ms);
     Report {
         scenario: config.scenario.name.clone(),
         about: config.scenario.about.clone(),
@@ -217,7 +215,6 @@ fn gap_outcome(config: &RunConfig, index: &HistoryIndex, fault: usize, gap: &Gap
 
 fn observed(
     state: &RunState,
-    events: &[Event],
     index: &HistoryIndex,
     invariants: &[CheckResult],
     servers: Vec<String>,
@@ -239,18 +236,7 @@ fn observed(
             Some(Outcome::Indeterminate) | None => counts.indeterminate += 1,
         }
     }
-    let (mut ok, mut failed) = (0, 0);
-    for e in events {
-        if let Event::Flood {
-            writes_ok,
-            writes_failed,
-            ..
-        } = e
-        {
-            ok += writes_ok;
-            failed += writes_failed;
-        }
-    }
+    let (ok, failed) = index.cache_writes;
     Observed {
         wall_ms,
         counts,

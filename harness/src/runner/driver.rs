@@ -47,7 +47,7 @@ pub struct Driver {
     /// Where `conns` connect.
     pub url: String,
     pub progress: Progress,
-    /// A sample of the limiter's keys at the end of every phase that sent requests.
+    /// Asks for a sample of the limiter's keys at the end of every phase that sent requests.
     pub sample_now: SampleNow,
 }
 
@@ -77,8 +77,7 @@ impl Driver {
             PhasePlan::Quiet { duration_us } => tokio::time::sleep(Duration::from_micros(*duration_us)).await,
         }
         if !plan.requests().is_empty() {
-            // Nothing is in flight: what the keys look like once the phase is done.
-            self.sample_now.take().await;
+            self.sample_now.ask();
         }
         self.recorder.record(Event::Phase {
             t_us: self.clock.now_us(),

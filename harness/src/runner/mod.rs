@@ -21,6 +21,7 @@ use crate::checker::{self, CheckInput, TtlBound};
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, HistoryIndex, Recorder};
+use crate::keys::KeyLayout;
 use crate::limiter::Limiter;
 use crate::report::{KeysSummary, Report, write_report};
 use crate::scenario::{CacheTarget, Fault, Scenario};
@@ -117,9 +118,37 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     if let Some(limiter) = &state.limiter {
         limiter.stop().await;
     }
-    // The layout and TTL bound are decided once the limiter has started; a run cut short
-    // before that takes what the scenario and the configured limiter say.
-    let limiter = Arc::clone(state.limiter.as_ref().unwrap_or(&config.limiter));
+    let (layout, ttl) = keys_decided(&config, &state);
+    // And a server the harness did not start is left as found, on every way out too.
+    if let Some(url) = state.leave_as_found.take() {
+        execute::leave_server_as_found(&url, &layout, &mut state).await;
+    }
+    let servers_described = servers.describe();
+    let leftovers = servers.stop().await;
+    let wall_ms = clock.now_us() / 1000;
+    drop(recorder);
+    let (events, history_error) = history.finish();
+    executed?;
+    let judged = Judged {
+        layout: &layout,
+        ttl,
+        servers: servers_described,
+        wall_ms,
+    };
+    let report = judge(&config, &state, events, judged);
+    write_report(&report, &config.report_dir)?;
+    Ok(RunOutcome {
+        report,
+        report_dir: config.report_dir,
+        leftovers,
+        history_error,
+    })
+}
+
+/// The key layout and TTL bound of the run. They are decided once the limiter has started;
+/// a run cut short before that takes what the scenario and the configured limiter say.
+fn keys_decided(config: &RunConfig, state: &RunState) -> (KeyLayout, TtlBound) {
+    let limiter = state.limiter.as_ref().unwrap_or(&config.limiter);
     let layout = state
         .layout
         .clone()
@@ -132,44 +161,32 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
             limiter.ttl_max_windows(),
         )
     });
-    // And a server the harness did not start is left as found, on every way out too.
-    if let Some(url) = state.leave_as_found.take() {
-        execute::leave_server_as_found(&url, &layout, &mut state).await;
-    }
-    let servers_described = servers.describe();
-    let leftovers = servers.stop().await;
-    let wall_ms = clock.now_us() / 1000;
-    drop(recorder);
-    let (events, history_error) = history.finish();
-    executed?;
-    let index = HistoryIndex::new(&events, &layout);
+    (layout, ttl)
+}
+
+/// What the report needs besides the configuration, the state and the history.
+struct Judged<'a> {
+    layout: &'a KeyLayout,
+    ttl: TtlBound,
+    servers: Vec<String>,
+    wall_ms: u64,
+}
+
+/// Check the history against the scenario's invariants and put the report together.
+fn judge(config: &RunConfig, state: &RunState, events: Vec<Event>, judged: Judged<'_>) -> Report {
+    let limiter = state.limiter.as_ref().unwrap_or(&config.limiter);
+    let index = HistoryIndex::new(events, judged.layout);
     let results = checker::check(&CheckInput {
         limit: &config.scenario.limit,
         config: &config.scenario.check,
         algorithm: limiter.algorithm(),
-        layout: &layout,
-        ttl: &ttl,
+        layout: judged.layout,
+        ttl: &judged.ttl,
         history: &index,
     });
-    let unseen = (!index.saw_limiter_keys()).then(|| checker::layout_hint(&layout, &index.foreign_keys()));
-    let keys = KeysSummary::new(&layout, state.layout_note.clone(), ttl, unseen);
-    let report = assemble::report(
-        &config,
-        &state,
-        &events,
-        &index,
-        results,
-        keys,
-        servers_described,
-        wall_ms,
-    );
-    write_report(&report, &config.report_dir)?;
-    Ok(RunOutcome {
-        report,
-        report_dir: config.report_dir,
-        leftovers,
-        history_error,
-    })
+    let unseen = (!index.saw_limiter_keys()).then(|| checker::layout_hint(judged.layout, &index.foreign_keys()));
+    let keys = KeysSummary::new(judged.layout, state.layout_note.clone(), judged.ttl, unseen);
+    assemble::report(config, state, &index, results, keys, judged.servers, judged.wall_ms)
 }
 
 /// A scenario that reconfigures or floods its server may only run against a server the
