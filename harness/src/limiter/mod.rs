@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use builtin::{BUILTIN_NAMES, builtin};
 pub use exec::{ExecSpec, PROTOCOL_VERSION};
 pub use script::{ResultMapping, ScriptConvention, ScriptLimiter, decide, parse_convention};
-pub use wire::{RequestCtx, TripSummary, Wire, keys_at_gap};
+pub use wire::{KEYS_PER_REQUEST_MAX, RequestCtx, TripSummary, Wire, keys_at_gap, remember_keys};
 
 use crate::clock::RunClock;
 use crate::error::SetupError;

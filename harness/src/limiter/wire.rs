@@ -83,6 +83,23 @@ impl TripSummary {
     }
 }
 
+/// How many distinct keys a request's record keeps (a command naming thousands of keys
+/// would otherwise grow the history without bound).
+pub const KEYS_PER_REQUEST_MAX: usize = 64;
+
+/// Add `keys` to a request's record of the keys it named: each once, at most
+/// [`KEYS_PER_REQUEST_MAX`].
+pub fn remember_keys(record: &mut Vec<String>, keys: impl IntoIterator<Item = String>) {
+    for key in keys {
+        if record.len() >= KEYS_PER_REQUEST_MAX {
+            return;
+        }
+        if !record.contains(&key) {
+            record.push(key);
+        }
+    }
+}
+
 /// The limiter keys a request works on at a gap, as the nemesis sees them: the keys of
 /// `identity` (by `layout`) that the request named in its earlier round trips, else those
 /// its next round trip names.
@@ -158,11 +175,7 @@ impl<'a> Wire<'a> {
             }
         }
         self.trips.push(next.label());
-        for key in next.keys {
-            if !self.keys.contains(&key) {
-                self.keys.push(key);
-            }
-        }
+        remember_keys(&mut self.keys, next.keys);
         Ok(())
     }
 
@@ -180,6 +193,15 @@ impl<'a> Wire<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_remembers_each_key_once_and_not_without_bound() {
+        let mut record = vec!["rl:0".to_owned()];
+        remember_keys(&mut record, ["rl:0".to_owned(), "rl:0:ts".to_owned()]);
+        assert_eq!(record, ["rl:0", "rl:0:ts"]);
+        remember_keys(&mut record, (0..1000).map(|i| format!("k{i}")));
+        assert_eq!(record.len(), KEYS_PER_REQUEST_MAX);
+    }
 
     #[test]
     fn summaries_name_commands_and_keys() {

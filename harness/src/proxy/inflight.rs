@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use crate::keys::KeyLayout;
-use crate::limiter::{RequestCtx, TripSummary, keys_at_gap};
+use crate::limiter::{RequestCtx, TripSummary, keys_at_gap, remember_keys};
 use crate::nemesis::Hold;
 
 #[derive(Debug)]
@@ -99,11 +99,7 @@ impl InFlight {
         let entry = map.get_mut(&identity)?.first_mut()?;
         let keys = keys_at_gap(layout, identity, &entry.keys, trip);
         entry.trips.push(trip.label());
-        for key in &trip.keys {
-            if !entry.keys.contains(key) {
-                entry.keys.push(key.clone());
-            }
-        }
+        remember_keys(&mut entry.keys, trip.keys.iter().cloned());
         Some(Found {
             ctx: entry.ctx.clone(),
             number: entry.trips.len(),

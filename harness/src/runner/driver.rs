@@ -15,7 +15,7 @@ use super::setup::connect;
 use crate::clock::RunClock;
 use crate::history::{Event, Outcome, PhaseEdge, Recorder};
 use crate::keys::KeyLayout;
-use crate::limiter::{Limiter, RequestCtx, Wire};
+use crate::limiter::{Limiter, RequestCtx, Wire, remember_keys};
 use crate::nemesis::{CacheFlood, GapHook};
 use crate::observer::SampleNow;
 use crate::proxy::InFlight;
@@ -203,11 +203,7 @@ impl Driver {
         if trips.is_empty() {
             trips = ended.trips;
         }
-        for key in ended.keys {
-            if !keys.contains(&key) {
-                keys.push(key);
-            }
-        }
+        remember_keys(&mut keys, ended.keys);
         let lost = matches!(&decided, Err(e) if e.is_connection_dropped() || e.is_unrecoverable_error());
         let (outcome, count, error) = match decided {
             Ok(d) => (
