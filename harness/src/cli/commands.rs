@@ -291,6 +291,7 @@ pub fn list() -> Result<ExitCode, SetupError> {
         "  lua:PATH      a Lua script, SCRIPT LOADed and called with EVALSHA (NAME.toml beside it maps another convention)",
     );
     say("  exec:COMMAND  an adapter process speaking JSON lines (docs/exec-protocol.md), through the fault proxy");
+    say("  keys of its own: --keys 'app:{identity}:*', [limit] keys, or the adapter's hello (\"keys\": [...])");
     say("  see docs/limiters.md");
     Ok(ExitCode::Valid)
 }
