@@ -5,6 +5,7 @@
 
 use limiter_harness::checker::Verdict;
 use limiter_harness::history::{Event, Outcome, read_history};
+use limiter_harness::keys::{KeyLayout, LayoutSource};
 use limiter_harness::report::Report;
 use limiter_harness::scenario::Invariant;
 use limiter_harness_tests::{Kind, example, run_spec, scenario};
@@ -271,7 +272,7 @@ for n, line in enumerate(sys.stdin, 1):
 /// A shipped scenario with a window of `window_ms`, everything else scaled with it.
 fn rescaled(name: &str, window_ms: u64) -> limiter_harness::scenario::Scenario {
     let mut s = scenario(name);
-    s.rescale_window(window_ms);
+    s.rescale_window(window_ms).expect("rescaled");
     s
 }
 
@@ -315,11 +316,33 @@ async fn correct_limiters_with_their_own_keys_pass_steady_control() {
         (two_key, 510, "request_rate_limiter.{{{identity}}}.tokens"),
     ];
     for (spec, window_ms, template) in cases {
-        let (report, _dir) = run_spec(rescaled("steady-control", window_ms), &spec, Kind::Process, false)
+        let (report, dir) = run_spec(rescaled("steady-control", window_ms), &spec, Kind::Process, false)
             .await
             .unwrap();
         assert_eq!(report.verdict, Verdict::Valid, "{spec}: {report:#?}");
         assert_eq!(report.keys.templates[0], template, "{spec}");
+        // Every decided request's keys were learned from the wire, and are the layout's.
+        let layout = KeyLayout::parse(&report.keys.templates, 4, LayoutSource::Scenario).unwrap();
+        let history = read_history(&dir.path().join("history.jsonl")).unwrap();
+        let learned: Vec<&Vec<String>> = history
+            .iter()
+            .filter_map(|e| match e {
+                Event::Complete { keys, outcome, .. } if *outcome != Outcome::Error => Some(keys),
+                _ => None,
+            })
+            .collect();
+        assert!(learned.len() > 100, "{spec}");
+        for keys in &learned {
+            assert_eq!(
+                keys.len(),
+                layout.templates.len(),
+                "{spec}: one key per template: {keys:?}"
+            );
+            assert!(
+                keys.iter().all(|k| layout.identity_of(k.as_bytes()).is_some()),
+                "{spec}: {keys:?}"
+            );
+        }
         assert!(
             report.keys.from.contains("declared by the limiter"),
             "{spec}: {}",
@@ -398,7 +421,7 @@ async fn limits_fixed_window_stays_locked_out_on_its_own_preexisting_key() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn incident_two_daily_cap_fails_on_the_shared_cache_and_holds_on_its_own_server() {
-    let (shared, _dir) = run_spec(
+    let (shared, dir) = run_spec(
         scenario("shared-cache-eviction"),
         &python("daily_cap"),
         Kind::Process,
@@ -406,6 +429,14 @@ async fn incident_two_daily_cap_fails_on_the_shared_cache_and_holds_on_its_own_s
     )
     .await
     .unwrap();
+    let history = read_history(&dir.path().join("history.jsonl")).unwrap();
+    assert!(
+        history.iter().any(|e| matches!(
+            e,
+            Event::Complete { keys, .. } if keys.iter().any(|k| k.starts_with("geocode:calls:0:"))
+        )),
+        "the daily key was learned from the wire"
+    );
     assert_eq!(
         verdict_of(&shared, Invariant::NoCounterReset),
         Verdict::Invalid,
@@ -460,7 +491,7 @@ async fn a_commands_setup_plants_on_the_limiters_own_keys() {
     );
     assert!(text.contains("kind = \"commands\""), "the setup was rewritten");
     let mut s = limiter_harness::scenario::parse_scenario(&path, &text).unwrap();
-    s.rescale_window(1000);
+    s.rescale_window(1000).expect("rescaled");
     let (report, dir) = run_spec(s, &python("limits_fixed_window"), Kind::Process, false)
         .await
         .unwrap();

@@ -25,6 +25,7 @@ pub mod proxy;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod shell;
 pub mod workload;
 
 pub use error::SetupError;

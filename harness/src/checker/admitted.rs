@@ -43,8 +43,18 @@ pub fn admitted_within_limit(input: &CheckInput<'_>) -> CheckResult {
     let mut windows_unseen = None;
     if input.algorithm == Algorithm::FixedWindow {
         anomalies.extend(window::over_count(&per_identity, input.limit.requests_max));
+        let admitted: Vec<&Request> = input.history.requests.iter().filter(|r| r.allowed()).collect();
+        let several = admitted.iter().filter(|r| r.keys.len() > 1).count();
+        let on_one = admitted.iter().filter(|r| r.sole_key().is_some()).count();
         if let Some(hint) = keys_unseen(input) {
             windows_unseen = Some(hint);
+        } else if on_one == 0 && !admitted.is_empty() {
+            windows_unseen = Some(format!(
+                "none of the {} admitted requests worked on exactly one limiter key ({several} on several, {} on none of {}): which key's windows count them cannot be told — describe only the counter's key with `keys`",
+                admitted.len(),
+                admitted.len() - several,
+                input.layout.describe()
+            ));
         } else if input.history.keyspace_complete {
             anomalies.extend(window::over_window(input.history, input.limit.requests_max));
         } else {
@@ -91,6 +101,17 @@ pub fn admitted_within_limit(input: &CheckInput<'_>) -> CheckResult {
             ),
         )
     };
+    let several = input
+        .history
+        .requests
+        .iter()
+        .filter(|r| r.allowed() && r.keys.len() > 1)
+        .count();
+    if input.algorithm == Algorithm::FixedWindow && several > 0 {
+        notes.push(format!(
+            "{several} admitted request(s) worked on several limiter keys: the per-window rule counts only requests that worked on one"
+        ));
+    }
     let mut result = CheckResult::from_anomalies(Invariant::AdmittedWithinLimit, anomalies, otherwise).with_rule(rule);
     result.notes.extend(notes);
     result

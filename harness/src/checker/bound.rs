@@ -25,6 +25,7 @@ impl TtlBound {
         let (ttl_max_ms, from, default) = match (config.ttl_max_ms, declared_windows) {
             (Some(ms), _) => (ms, "the scenario's ttl_max_ms".to_owned(), false),
             (None, Some(windows)) => (
+                // `as` saturates: an absurd declaration is a huge bound, never a wrapped one.
                 (windows * limit.window_ms as f64).ceil() as u64,
                 format!("{} × window_ms, declared by the limiter", trim_float(windows)),
                 false,
@@ -45,7 +46,7 @@ impl TtlBound {
 
     /// The longest TTL allowed: the bound plus the slack.
     pub fn bound_ms(&self) -> u64 {
-        self.ttl_max_ms + self.ttl_slack_ms
+        self.ttl_max_ms.saturating_add(self.ttl_slack_ms)
     }
 
     /// The rule as `ttl-bounded` states it.

@@ -55,8 +55,9 @@ pub fn no_double_count(input: &CheckInput<'_>) -> CheckResult {
                 last = None;
                 continue;
             }
+            // A count is the key's only when the request worked on that key alone.
             let decided = matches!(r.outcome, Some(Outcome::Allowed | Outcome::Rejected));
-            let Some(count) = r.count.filter(|_| decided) else {
+            let Some(count) = r.count.filter(|_| decided && r.sole_key() == Some(key.as_str())) else {
                 continue;
             };
             if let Some((a, count_a)) = last {

@@ -339,3 +339,91 @@ fn a_run_without_requests_passes_nothing() {
         assert_eq!(result.verdict, Verdict::Unknown, "{result:#?}");
     }
 }
+
+// ---- several keys per request, windows ended by time, partial observation --------------------
+
+/// A fixed window that reads a flag key on every request besides its counter: 10 admitted
+/// per window on `c:0` (expiring at 1000 ms), the flag `f:0` never expiring, then 10 more.
+fn counter_and_flag() -> HistoryBuilder {
+    let mut history = HistoryBuilder::new();
+    for i in 0..20u64 {
+        let at = if i < 10 { i * 20 } else { 1100 + (i - 10) * 20 };
+        let count = (i % 10 + 1) as i64;
+        history = history.allowed_on(i, 0, (at, at + 2), Some(count), &["c:0", "f:0"]);
+    }
+    history
+        .keyspace(1000, "c:0", "expired")
+        .sample(50, false, &[("c:0", 950, Some("3")), ("f:0", 60000, Some("0"))])
+        .empty_final_audit(3000)
+}
+
+#[test]
+fn a_key_read_beside_the_counter_gives_no_false_violation() {
+    let history = counter_and_flag();
+    let both = ["c:{identity}", "f:{identity}"];
+    for invariant in [NoCounterReset, NoDoubleCount] {
+        let result = judge(&history, &both, invariant);
+        assert_ne!(result.verdict, Verdict::Invalid, "{invariant}: {result:#?}");
+    }
+    // Whose windows count the admissions cannot be told: unknown, saying how to fix it.
+    assert_unknown_saying(
+        &judge(&history, &both, AdmittedWithinLimit),
+        "describe only the counter's key",
+    );
+    // Described as the counter alone, it is judged on its counter, and the flag is named.
+    let result = judge(&history, &["c:{identity}"], AdmittedWithinLimit);
+    assert_eq!(result.verdict, Verdict::Valid, "{result:#?}");
+    let ttl = judge(&history, &["c:{identity}"], TtlPresent);
+    assert!(ttl.notes.iter().any(|n| n.contains("`f:0`")), "{:#?}", ttl.notes);
+}
+
+#[test]
+fn evicting_a_window_key_just_before_the_identity_moves_on_is_no_reset() {
+    let layout = ["day:{identity}:*"];
+    let history = HistoryBuilder::new()
+        .allowed_on(1, 0, (0, 2), Some(1), &["day:0:1"])
+        .keyspace(1050, "day:0:1", "evicted")
+        .allowed_on(2, 0, (1100, 1102), Some(1), &["day:0:2"])
+        .empty_final_audit(3000);
+    let result = judge(&history, &layout, NoCounterReset);
+    assert_eq!(result.verdict, Verdict::Valid, "the next request moved on: {result:#?}");
+}
+
+#[test]
+fn a_fixed_window_key_kept_past_its_window_is_over_when_the_window_is() {
+    // The identity never comes back; its key lives 26/24 windows by design.
+    let layout = ["day:{identity}:*"];
+    let evicted_at = |t_ms| {
+        HistoryBuilder::new()
+            .allowed_on(1, 0, (0, 2), Some(1), &["day:0:1"])
+            .sample(10, false, &[("day:0:1", 1080, Some("1"))])
+            .keyspace(t_ms, "day:0:1", "evicted")
+            .empty_final_audit(3000)
+    };
+    assert_eq!(
+        judge(&evicted_at(1050), &layout, NoCounterReset).verdict,
+        Verdict::Valid
+    );
+    assert_eq!(
+        judge(&evicted_at(500), &layout, NoCounterReset).verdict,
+        Verdict::Invalid,
+        "mid-window"
+    );
+}
+
+#[test]
+fn keys_seen_by_the_sampler_but_named_by_no_request_leave_windows_unjudged() {
+    // A script that builds its key inside: the wire shows only `rl:0`, the layout says `rl:{identity}:n`.
+    let mut history = HistoryBuilder::new();
+    for i in 0..12u64 {
+        history = history.allowed_on(i, 0, (i * 20, i * 20 + 2), Some(1), &["rl:0"]);
+    }
+    let history = history
+        .sample(50, false, &[("rl:0:n", 900, Some("3"))])
+        .empty_final_audit(3000);
+    let result = judge(&history, &["rl:{identity}:n"], AdmittedWithinLimit);
+    assert_unknown_saying(
+        &result,
+        "none of the 12 admitted requests worked on exactly one limiter key",
+    );
+}

@@ -13,7 +13,7 @@ const SLACK_US: u64 = 20_000;
 
 pub fn no_leaked_keys(input: &CheckInput<'_>) -> CheckResult {
     let history = input.history;
-    let grace_us = input.ttl.bound_ms() * 1000 + SLACK_US;
+    let grace_us = input.ttl.bound_ms().saturating_mul(1000).saturating_add(SLACK_US);
     let rule = format!(
         "at the final audit, no limiter key whose identity's last request was answered more than {} earlier",
         ms(grace_us)

@@ -25,7 +25,7 @@ pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
     let mut stale_evictions = 0usize;
     for (key, events) in &history.keyspace {
         for &(t_us, _) in events.iter().filter(|(_, e)| e == "evicted") {
-            if window_over(history, key, t_us) {
+            if window_over(input, key, t_us) {
                 stale_evictions += 1;
             } else {
                 anomalies.push(eviction(history, key, t_us));
@@ -48,6 +48,11 @@ pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
     }
     if drops.expired > 0 {
         notes.push(format!("{} window(s) ended by expiry, as they should", drops.expired));
+    }
+    if input.algorithm.counts_only_grow() && drops.compared == 0 && watched {
+        notes.push(
+            "no two counts on one key were compared (the limiter reports no count, or no request worked on exactly one limiter key): only evictions were judged".to_owned(),
+        );
     }
     let otherwise = if let Some(hint) = keys_unseen(input) {
         (Verdict::Unknown, hint)
@@ -89,9 +94,15 @@ pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
 }
 
 /// Whether the key's window had ended by `t_us`: its identity's requests had moved on to
-/// other keys, or the last PTTL sampled before says it had run out.
-fn window_over(history: &HistoryIndex, key: &str, t_us: u64) -> bool {
+/// other keys (before, or with the next request after), the last PTTL sampled before says it
+/// had run out, or — for a fixed window — a whole window had passed since the first request
+/// of the key's current incarnation (a key per window may be kept longer than its window).
+fn window_over(input: &CheckInput<'_>, key: &str, t_us: u64) -> bool {
+    let history = input.history;
     if moved_on(history, key, t_us) {
+        return true;
+    }
+    if input.algorithm.counts_only_grow() && window_elapsed(history, key, t_us, input.limit.window_ms * 1000) {
         return true;
     }
     let deadline = history
@@ -106,13 +117,31 @@ fn window_over(history: &HistoryIndex, key: &str, t_us: u64) -> bool {
     }
 }
 
-/// Whether the last request before `t_us` of the identity whose key this is worked on other
-/// keys and not on this one (a key per window: the window of `key` is over).
+/// Whether the identity whose key this is worked on other keys and not on this one in its
+/// last request before `t_us`, or in its next one after (a key per window: the window of
+/// `key` is over).
 fn moved_on(history: &HistoryIndex, key: &str, t_us: u64) -> bool {
     let Some(identity) = history.requests_on(key).next().map(|r| r.identity) else {
         return false;
     };
     history.last_with_keys(identity, t_us).is_some_and(|r| !r.touched(key))
+        || history.next_with_keys(identity, t_us).is_some_and(|r| !r.touched(key))
+}
+
+/// Whether more than a window (and the slack) has passed since the first request on `key`
+/// after its last end (expired, evicted, del) before `t_us`.
+fn window_elapsed(history: &HistoryIndex, key: &str, t_us: u64, window_us: u64) -> bool {
+    let events = history.keyspace.get(key).map(Vec::as_slice).unwrap_or_default();
+    let before = events.partition_point(|(t, _)| *t < t_us);
+    let last_end = events[..before]
+        .iter()
+        .rev()
+        .find(|(_, e)| matches!(e.as_str(), "expired" | "evicted" | "del"))
+        .map_or(0, |(t, _)| *t);
+    history
+        .first_on_after(key, last_end)
+        .filter(|first| first.invoke_us <= t_us)
+        .is_some_and(|first| t_us > first.invoke_us + window_us + DEADLINE_SLACK_US)
 }
 
 fn eviction(history: &HistoryIndex, key: &str, t_us: u64) -> Anomaly {
@@ -165,7 +194,7 @@ struct Drops {
 fn find_drops(history: &HistoryIndex, key: &str, drops: &mut Drops, anomalies: &mut Vec<Anomaly>) {
     let requests: Vec<&Request> = history
         .requests_on(key)
-        .filter(|r| r.count.is_some() && r.complete_us.is_some())
+        .filter(|r| r.count.is_some() && r.complete_us.is_some() && r.sole_key() == Some(key))
         .collect();
     let mut by_completion = requests.clone();
     by_completion.sort_by_key(|r| r.complete_us);

@@ -44,7 +44,10 @@ pub fn layout_hint(layout: &KeyLayout, foreign: &[Sighting]) -> String {
     hint.push_str(" — describe them with `keys` ([limit] keys, --keys, or the adapter's hello)");
     let suggested = suggest_templates(foreign);
     if !suggested.is_empty() {
-        let flags: Vec<String> = suggested.iter().map(|t| format!("--keys '{t}'")).collect();
+        let flags: Vec<String> = suggested
+            .iter()
+            .map(|t| format!("--keys {}", crate::shell::quote(t)))
+            .collect();
         hint.push_str(&format!(", e.g. `{}`", flags.join(" ")));
     }
     hint

@@ -37,13 +37,13 @@ pub(super) fn over_count(per_identity: &BTreeMap<u32, Vec<&Request>>, max: u64) 
 }
 
 /// Admissions between two ends (expired, evicted, del) of each limiter key, among the
-/// requests that worked on it, each at most `max`. A key per window needs nothing more: the
-/// next window's requests work on another key.
+/// requests that worked on that key alone, each at most `max`. A key per window needs
+/// nothing more: the next window's requests work on another key.
 pub(super) fn over_window(history: &HistoryIndex, max: u64) -> Vec<Anomaly> {
     let mut anomalies = Vec::new();
     for key in history.by_key.keys() {
         let key = key.as_str();
-        let requests: Vec<&Request> = history.requests_on(key).collect();
+        let requests: Vec<&Request> = history.requests_on(key).filter(|r| r.sole_key() == Some(key)).collect();
         let ends: Vec<u64> = history
             .keyspace
             .get(key)

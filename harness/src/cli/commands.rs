@@ -42,7 +42,9 @@ fn adjust(scenario: &mut Scenario, args: &ScenarioArgs) -> Result<(), SetupError
             .map_err(|e| SetupError::Usage(format!("--keys: {e}")))?;
     }
     if let Some(window_ms) = args.window_ms {
-        scenario.rescale_window(window_ms);
+        scenario
+            .rescale_window(window_ms)
+            .map_err(|e| SetupError::Usage(format!("--window-ms: {e}")))?;
     }
     Ok(())
 }
@@ -51,7 +53,7 @@ fn adjust(scenario: &mut Scenario, args: &ScenarioArgs) -> Result<(), SetupError
 fn adjust_flags(args: &ScenarioArgs) -> String {
     let mut flags = String::new();
     for key in &args.keys {
-        flags.push_str(&format!(" --keys {}", runner::shell_quote(key)));
+        flags.push_str(&format!(" --keys {}", crate::shell::quote(key)));
     }
     if let Some(window_ms) = args.window_ms {
         flags.push_str(&format!(" --window-ms {window_ms}"));

@@ -52,6 +52,16 @@ impl Request {
         self.keys.iter().any(|k| k == key)
     }
 
+    /// The one limiter key the request worked on, when it worked on exactly one: only then is
+    /// its count (and its admission) that key's. A request naming a counter and a flag, say,
+    /// cannot be told apart.
+    pub fn sole_key(&self) -> Option<&str> {
+        match self.keys.as_slice() {
+            [key] => Some(key),
+            _ => None,
+        }
+    }
+
     /// The key to name in evidence about this request: the first limiter key it worked on,
     /// or its identity when it named none.
     pub fn key_label(&self) -> String {
@@ -291,7 +301,9 @@ impl HistoryIndex {
                 keys,
             } => {
                 if request.is_none() {
-                    for key in keys {
+                    // Keys of the layout the proxy could give to no request (a plant, a reply
+                    // after the harness gave up) are the limiter's: not foreign.
+                    for key in keys.into_iter().filter(|k| layout.identity_of(k.as_bytes()).is_none()) {
                         let known = self.unattributed.iter().any(|(_, k)| *k == key);
                         if !known && self.unattributed.len() < FOREIGN_KEYS_MAX {
                             self.unattributed.push((t_us, key));
@@ -386,6 +398,16 @@ impl HistoryIndex {
         &self.by_identity[from..to]
     }
 
+    /// The first request of `identity` sent after `t_us` that worked on a limiter key.
+    pub fn next_with_keys(&self, identity: u32, t_us: u64) -> Option<&Request> {
+        let positions = self.positions_of(identity);
+        let sent = positions.partition_point(|&(_, p)| self.requests[p].invoke_us <= t_us);
+        positions[sent..]
+            .iter()
+            .map(|&(_, p)| &self.requests[p])
+            .find(|r| !r.keys.is_empty())
+    }
+
     /// The last request of `identity` sent at or before `t_us` that worked on a limiter key.
     pub fn last_with_keys(&self, identity: u32, t_us: u64) -> Option<&Request> {
         let positions = self.positions_of(identity);
@@ -395,6 +417,13 @@ impl HistoryIndex {
             .rev()
             .map(|&(_, p)| &self.requests[p])
             .find(|r| !r.keys.is_empty())
+    }
+
+    /// The first request on `key` sent at or after `t_us`.
+    pub fn first_on_after(&self, key: &str, t_us: u64) -> Option<&Request> {
+        let positions = self.by_key.get(key)?;
+        let from = positions.partition_point(|&p| self.requests[p].invoke_us < t_us);
+        positions.get(from).map(|&p| &self.requests[p])
     }
 
     /// When the first request on `key` was answered, if any was.

@@ -7,6 +7,9 @@ use serde::Serialize;
 
 use super::template::{IDENTITY, KeyTemplate};
 
+/// The most templates a layout may have.
+pub const TEMPLATES_MAX: usize = 32;
+
 /// Who described the layout a run used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "from", content = "detail", rename_all = "kebab-case")]
@@ -56,10 +59,16 @@ impl KeyLayout {
         }
     }
 
-    /// A layout from templates as written (at least one).
+    /// A layout from templates as written (at least one, at most [`TEMPLATES_MAX`]).
     pub fn parse(texts: &[String], identities: u32, source: LayoutSource) -> Result<Self, String> {
         if texts.is_empty() {
             return Err("a key layout needs at least one template, e.g. [\"rl:{identity}\"]".into());
+        }
+        if texts.len() > TEMPLATES_MAX {
+            return Err(format!(
+                "a key layout of {} templates: at most {TEMPLATES_MAX} (each is scanned and subscribed to)",
+                texts.len()
+            ));
         }
         let templates = texts
             .iter()

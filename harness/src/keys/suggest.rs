@@ -47,7 +47,7 @@ pub fn suggest_templates(sightings: &[Sighting]) -> Vec<String> {
     let mut groups: BTreeMap<Shape, Vec<(Vec<Token>, u32)>> = BTreeMap::new();
     for s in sightings {
         let Some(identity) = s.identity else { continue };
-        if s.key.contains(['*', '?', '[', ']', '\\']) || s.key.contains(char::is_whitespace) {
+        if s.key.contains(['*', '?', '[', ']', '\\']) || s.key.contains(|c: char| c.is_whitespace() || c.is_control()) {
             continue;
         }
         let toks = tokens(&s.key);

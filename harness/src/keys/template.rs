@@ -156,20 +156,71 @@ fn flush(literal: &mut Vec<u8>, parts: &mut Vec<Part>) {
     }
 }
 
-/// Match `key` against `parts` as a whole; on success, the identity's number. Backtracking:
-/// `*` tries the shortest run first, `{identity}` the longest run of digits first.
+/// Keys longer than this are never taken for a limiter's (matching stays cheap whatever a
+/// client sends).
+const KEY_LEN_MAX: usize = 4096;
+
+/// Match `key` against `parts` as a whole; on success, the identity's number. `*` tries the
+/// shortest run first, `{identity}` the longest run of digits first; each (part, position)
+/// is tried once, so a template full of `*` costs O(parts × key length²), never more.
 fn matches(parts: &[Part], key: &[u8]) -> Option<u32> {
-    match parts.split_first() {
-        None => key.is_empty().then_some(u32::MAX),
-        Some((Part::Literal(lit), rest)) => matches(rest, key.strip_prefix(lit.as_slice())?),
-        Some((Part::One, rest)) => matches(rest, key.get(1..)?),
-        Some((Part::Any, rest)) => (0..=key.len()).find_map(|skip| matches(rest, &key[skip..])),
-        Some((Part::Identity, rest)) => {
-            let digits = key.iter().take_while(|b| b.is_ascii_digit()).count();
-            (1..=digits.min(IDENTITY_DIGITS_MAX)).rev().find_map(|len| {
-                matches(rest, &key[len..])?;
-                std::str::from_utf8(&key[..len]).ok()?.parse::<u32>().ok()
-            })
+    matches_counting(parts, key).0
+}
+
+/// [`matches`], and how many (part, position) states it computed.
+fn matches_counting(parts: &[Part], key: &[u8]) -> (Option<u32>, usize) {
+    if key.len() > KEY_LEN_MAX {
+        return (None, 0);
+    }
+    let mut memo = Memo {
+        parts,
+        key,
+        seen: vec![None; (parts.len() + 1) * (key.len() + 1)],
+        computed: 0,
+    };
+    (memo.at(0, 0), memo.computed)
+}
+
+/// `u32::MAX` stands for "matched, past the identity" in results of the parts after it.
+struct Memo<'a> {
+    parts: &'a [Part],
+    key: &'a [u8],
+    seen: Vec<Option<Option<u32>>>,
+    computed: usize,
+}
+
+impl Memo<'_> {
+    fn at(&mut self, part: usize, pos: usize) -> Option<u32> {
+        let slot = part * (self.key.len() + 1) + pos;
+        if let Some(known) = self.seen[slot] {
+            return known;
+        }
+        self.computed += 1;
+        let found = self.compute(part, pos);
+        self.seen[slot] = Some(found);
+        found
+    }
+
+    fn compute(&mut self, part: usize, pos: usize) -> Option<u32> {
+        let rest = &self.key[pos..];
+        match self.parts.get(part) {
+            None => rest.is_empty().then_some(u32::MAX),
+            Some(Part::Literal(lit)) => {
+                let len = lit.len();
+                rest.starts_with(lit).then_some(())?;
+                self.at(part + 1, pos + len)
+            }
+            Some(Part::One) => (!rest.is_empty())
+                .then_some(())
+                .and_then(|()| self.at(part + 1, pos + 1)),
+            Some(Part::Any) => (pos..=self.key.len()).find_map(|next| self.at(part + 1, next)),
+            Some(Part::Identity) => {
+                let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+                (1..=digits.min(IDENTITY_DIGITS_MAX)).rev().find_map(|len| {
+                    self.at(part + 1, pos + len)?;
+                    std::str::from_utf8(&rest[..len]).ok()?.parse::<u32>().ok()
+                })
+            }
         }
     }
 }
@@ -242,6 +293,24 @@ mod tests {
             t("rl:{identity}").identity_of(b"rl:99999999999"),
             None,
             "more digits than a u32 holds"
+        );
+    }
+
+    #[test]
+    fn many_wildcards_compute_each_state_once() {
+        let tpl = t("*a*a*a*a*a*a*a*a*{identity}b");
+        let key = "a".repeat(2000);
+        let (found, computed) = matches_counting(&tpl.parts, key.as_bytes());
+        assert_eq!(found, None);
+        assert!(
+            computed <= (tpl.parts.len() + 1) * (key.len() + 1),
+            "{computed} states: each (part, position) once, not a backtracking explosion"
+        );
+        assert_eq!(tpl.identity_of(format!("{key}7b").as_bytes()), Some(7));
+        assert_eq!(
+            tpl.identity_of("a".repeat(5000).as_bytes()),
+            None,
+            "too long to be a key"
         );
     }
 

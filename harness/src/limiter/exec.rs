@@ -370,9 +370,9 @@ async fn read_hello(
         .map_err(|reason| format!("{reason}; {}", stderr_hint(stderr_path)))
 }
 
-/// "its stderr is in PATH", with its last lines when it wrote any.
+/// "its stderr is in PATH", with its last lines when it wrote any (read from its last 8 KB).
 fn stderr_hint(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let text = stderr_tail(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let tail = &lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..];
     if tail.is_empty() {
@@ -384,6 +384,16 @@ fn stderr_hint(path: &Path) -> String {
             tail.iter().map(|l| cut(l)).collect::<Vec<_>>().join("\n    ")
         )
     }
+}
+
+fn stderr_tail(path: &Path) -> std::io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(8192)))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Route each reply line to the request waiting for it until the adapter's stdout closes;

@@ -113,17 +113,40 @@ impl ScriptConvention {
             return Err("`layout` is empty: leave it out to take the KEYS templates".into());
         }
         if let Some(windows) = self.ttl_max_windows
-            && !(windows.is_finite() && windows > 0.0)
+            && !(windows.is_finite() && windows > 0.0 && windows <= 1e6)
         {
             return Err(format!(
-                "ttl_max_windows = {windows} must be a positive number of windows"
+                "ttl_max_windows = {windows} must be a positive number of windows, at most 1000000"
             ));
+        }
+        if self.layout.is_none() {
+            self.key_templates_checked()?;
         }
         if self.result.allowed_index.is_none()
             && self.result.count_index.is_none()
             && self.result.allowed_value.is_some()
         {
             return Err("[result] allowed_value needs allowed_index".into());
+        }
+        Ok(())
+    }
+
+    /// Each KEYS template that names the identity must make a key template (else the sidecar
+    /// must say its keys with `layout`).
+    fn key_templates_checked(&self) -> Result<(), String> {
+        let probe = Limit {
+            requests_max: 1,
+            window_ms: 1000,
+            identities: 1,
+            key_prefix: "rl:".into(),
+            keys: None,
+        };
+        for key in &self.keys {
+            if let Some(template) = Template::parse(key)?.as_key_template(&probe) {
+                KeyTemplate::parse(&template).map_err(|e| {
+                    format!("KEYS template `{key}` cannot describe the script's keys ({e}): give them with `layout`")
+                })?;
+            }
         }
         Ok(())
     }
@@ -493,5 +516,9 @@ mod tests {
         assert_eq!(inside.key_templates(&limit), Some(vec!["{identity}:log".into()]));
         let err = parse_convention(Path::new("x.toml"), "layout = [\"log\"]\n").unwrap_err();
         assert!(err.to_string().contains("exactly once"), "{err}");
+        let err = parse_convention(Path::new("x.toml"), "keys = [\"{key}:{identity}\"]\n").unwrap_err();
+        assert!(err.to_string().contains("give them with `layout`"), "{err}");
+        let err = parse_convention(Path::new("x.toml"), "ttl_max_windows = 1e300\n").unwrap_err();
+        assert!(err.to_string().contains("at most 1000000"), "{err}");
     }
 }

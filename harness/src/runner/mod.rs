@@ -60,7 +60,7 @@ pub fn reproduce_line(
     let mut line = format!(
         "limiter-harness run {} --limiter {} --seed {seed} {}",
         scenario.display(),
-        shell_quote(limiter),
+        crate::shell::quote(limiter),
         backend.reproduce_flags()
     );
     if allow_reconfigure {
@@ -71,15 +71,6 @@ pub fn reproduce_line(
     }
     line.push_str(adjust);
     line
-}
-
-/// Quote an argument for a POSIX shell when it needs it.
-pub fn shell_quote(arg: &str) -> String {
-    if arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@".contains(c)) {
-        arg.to_owned()
-    } else {
-        format!("'{}'", arg.replace('\'', "'\\''"))
-    }
 }
 
 /// What a finished run produced.

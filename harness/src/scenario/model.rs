@@ -104,11 +104,23 @@ impl Scenario {
     /// rate and time-based setting scales with the window, so the run keeps its shape (the
     /// same requests in the same places relative to the windows). For limiters whose windows
     /// come in whole seconds.
-    pub fn rescale_window(&mut self, window_ms: u64) {
+    ///
+    /// Refused (the scenario unchanged) when a scaled value would leave the range the
+    /// scenario file allows: a phase longer than an hour, a stall or delay over ten minutes.
+    pub fn rescale_window(&mut self, window_ms: u64) -> Result<(), String> {
         let factor = window_ms as f64 / self.limit.window_ms as f64;
-        let scale = |ms: u64| ((ms as f64 * factor).round() as u64).max(1);
-        self.limit.window_ms = window_ms;
-        for phase in &mut self.phases {
+        let mut scaled = self.clone();
+        let mut too_long = Vec::new();
+        let mut scale = |ms: u64, what: String, max: u64| {
+            let to = ((ms as f64 * factor).round() as u64).max(1);
+            if to > max {
+                too_long.push(format!("{what} would be {to} ms (at most {max})"));
+            }
+            to
+        };
+        scaled.limit.window_ms = window_ms;
+        for phase in &mut scaled.phases {
+            let what = format!("phase `{}`", phase.name);
             match &mut phase.kind {
                 PhaseKind::Steady {
                     rate_per_s,
@@ -116,30 +128,40 @@ impl Scenario {
                     ..
                 } => {
                     *rate_per_s /= factor;
-                    *duration_ms = scale(*duration_ms);
+                    *duration_ms = scale(*duration_ms, what, 3_600_000);
                 }
-                PhaseKind::Quiet { duration_ms } => *duration_ms = scale(*duration_ms),
+                PhaseKind::Quiet { duration_ms } => *duration_ms = scale(*duration_ms, what, 3_600_000),
                 PhaseKind::Burst { .. } => {}
             }
         }
-        for fault in &mut self.faults {
+        for (i, fault) in scaled.faults.iter_mut().enumerate() {
             match fault {
                 Fault::StallBetweenRoundTrips(GapFault {
                     action: GapFaultAction::Stall { stall_ms },
                     ..
-                }) => *stall_ms = scale(*stall_ms),
+                }) => *stall_ms = scale(*stall_ms, format!("fault {i}'s stall_ms"), 600_000),
                 Fault::OnCommand(CommandFault {
                     action: CommandFaultAction::DelayReply { delay_ms },
                     ..
-                }) => *delay_ms = scale(*delay_ms),
+                }) => *delay_ms = scale(*delay_ms, format!("fault {i}'s delay_ms"), 600_000),
                 _ => {}
             }
         }
-        self.check.sample_interval_ms = scale(self.check.sample_interval_ms);
-        if self.check.ttl_slack_ms > 0 {
-            self.check.ttl_slack_ms = scale(self.check.ttl_slack_ms);
+        let check = &mut scaled.check;
+        check.sample_interval_ms = scale(check.sample_interval_ms, String::new(), u64::MAX).clamp(5, 60_000);
+        if check.ttl_slack_ms > 0 {
+            check.ttl_slack_ms = scale(check.ttl_slack_ms, String::new(), u64::MAX);
         }
-        self.check.ttl_max_ms = self.check.ttl_max_ms.map(scale);
+        check.ttl_max_ms = check.ttl_max_ms.map(|ms| scale(ms, String::new(), u64::MAX));
+        if !too_long.is_empty() {
+            return Err(format!(
+                "a window of {window_ms} ms scales `{}` by {factor:.2}: {}",
+                self.name,
+                too_long.join("; ")
+            ));
+        }
+        *self = scaled;
+        Ok(())
     }
 }
 

@@ -233,7 +233,10 @@ fn resolve_limit(limit: &Spanned<LimitFile>, src: &Source<'_>) -> Result<Limit, 
     let key_prefix = match &file.key_prefix {
         Some(prefix) => {
             let p = prefix.get_ref();
-            if p.is_empty() || p.chars().any(|c| "*?[]\\ ".contains(c) || c.is_control()) {
+            if p.is_empty()
+                || p.chars()
+                    .any(|c| "*?[]\\".contains(c) || c.is_whitespace() || c.is_control())
+            {
                 return Err(src
                     .error(
                         prefix,

@@ -749,7 +749,7 @@ fn a_commands_setup_is_parsed_with_its_placeholders() {
 #[test]
 fn rescaling_the_window_keeps_the_scenarios_shape() {
     let mut s = parse_ok(FULL);
-    s.rescale_window(2000);
+    s.rescale_window(2000).unwrap();
     assert_eq!(s.limit.window_ms, 2000);
     match &s.phases[0].kind {
         PhaseKind::Steady {
@@ -771,4 +771,11 @@ fn rescaling_the_window_keeps_the_scenarios_shape() {
     assert_eq!((s.check.sample_interval_ms, s.check.ttl_slack_ms), (200, 10));
     let same = crate::workload::plan(&parse_ok(FULL), 1).total_requests();
     assert_eq!(crate::workload::plan(&s, 1).total_requests(), same, "the same requests");
+    let mut huge = parse_ok(FULL);
+    let err = huge.rescale_window(86_400_000).unwrap_err();
+    assert!(
+        err.contains("phase `traffic` would be") && err.contains("at most 3600000"),
+        "{err}"
+    );
+    assert_eq!(huge.limit.window_ms, 1000, "refused: unchanged");
 }
