@@ -299,7 +299,7 @@ pub fn decide(reply: &Value, mapping: &ResultMapping, limit: &Limit) -> Result<D
     };
     match (mapping.allowed_index, count) {
         (Some(i), count) => {
-            let flag = integer(pick(i)?)?;
+            let flag = flag(pick(i)?)?;
             Ok(Decision {
                 allowed: flag == mapping.allowed_value.unwrap_or(1),
                 count,
@@ -311,7 +311,7 @@ pub fn decide(reply: &Value, mapping: &ResultMapping, limit: &Limit) -> Result<D
         }),
         (None, None) => match reply {
             Value::Array(items) if !items.is_empty() => Ok(Decision {
-                allowed: integer(&items[0])? == 1,
+                allowed: flag(&items[0])? == 1,
                 count: items.get(1).map(integer).transpose()?,
             }),
             other => {
@@ -325,11 +325,29 @@ pub fn decide(reply: &Value, mapping: &ResultMapping, limit: &Limit) -> Result<D
     }
 }
 
+/// An allowed flag: a number, or a Lua boolean (`true` arrives as 1, `false` as nil).
+fn flag(v: &Value) -> Result<i64, String> {
+    match v {
+        Value::Nil => Ok(0),
+        other => number(other),
+    }
+}
+
+/// A count: a number of requests, so never negative; a nil or empty reply carries no decision.
 fn integer(v: &Value) -> Result<i64, String> {
+    match v {
+        Value::Nil => Err("expected a count, got nil (a script that returns nothing, nil or false decides nothing)".into()),
+        other => match number(other)? {
+            n if n < 0 => Err(format!("expected a count, got {n} (a negative count decides nothing)")),
+            n => Ok(n),
+        },
+    }
+}
+
+fn number(v: &Value) -> Result<i64, String> {
     match v {
         Value::Int(n) => Ok(*n),
         Value::Boolean(b) => Ok(i64::from(*b)),
-        Value::Nil => Ok(0),
         Value::BulkString(bytes) => std::str::from_utf8(bytes)
             .ok()
             .and_then(|s| s.trim().parse::<f64>().ok())
@@ -460,6 +478,27 @@ mod tests {
         assert!(decide(&Value::Int(5), &m, &limit()).unwrap().allowed);
         assert!(!decide(&Value::Int(6), &m, &limit()).unwrap().allowed);
         assert!(decide(&Value::SimpleString("OK".into()), &m, &limit()).is_err());
+    }
+
+    #[test]
+    fn replies_that_carry_no_decision_are_errors() {
+        let m = ResultMapping::default();
+        let nil = decide(&Value::Nil, &m, &limit()).unwrap_err();
+        assert!(nil.contains("nil"), "{nil}");
+        assert!(decide(&Value::BulkString(Vec::new()), &m, &limit()).is_err(), "an empty reply");
+        assert!(decide(&Value::Array(vec![]), &m, &limit()).is_err(), "an empty array");
+        let negative = decide(&Value::Int(-1), &m, &limit()).unwrap_err();
+        assert!(negative.contains("negative"), "{negative}");
+        assert!(
+            decide(&Value::Array(vec![Value::Int(1), Value::Int(-3)]), &m, &limit()).is_err(),
+            "a negative count beside the flag"
+        );
+        assert!(
+            !decide(&Value::Array(vec![Value::Nil, Value::Int(3)]), &m, &limit())
+                .unwrap()
+                .allowed,
+            "Lua false as the flag is a denial"
+        );
     }
 
     #[test]
