@@ -44,6 +44,43 @@ async fn containers_are_labelled_answer_and_are_removed_on_stop() {
     assert_eq!(containers_of_run(&run_id).await, 0);
 }
 
+/// What the harness starts listens on 127.0.0.1 only, with protected mode on: nothing is
+/// published on another interface, while the run lasts or after a crash.
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_listen_on_loopback_only_with_protected_mode() {
+    for kind in [Kind::Container, Kind::Process] {
+        let Some(backend) = backend(kind).await else {
+            continue;
+        };
+        let run_id = format!("{}-loopback", std::process::id());
+        let server = backend.start(ServerRole::Limiter, &run_id).await.unwrap();
+        assert!(server.url().starts_with("redis://127.0.0.1:"), "{}", server.url());
+        let mut conn = runner::connect(server.url()).await.unwrap();
+        for (setting, want) in [("bind", "127.0.0.1"), ("protected-mode", "yes")] {
+            let got: Vec<String> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg(setting)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(got.get(1).map(String::as_str), Some(want), "{kind:?}: {setting}");
+        }
+        if kind == Kind::Container {
+            let docker = testcontainers::core::client::docker_client_instance().await.unwrap();
+            let filters = HashMap::from([("label".to_owned(), vec![format!("{LABEL_RUN}={run_id}")])]);
+            let options = ListContainersOptionsBuilder::new().all(true).filters(&filters).build();
+            let listed = docker.list_containers(Some(options)).await.unwrap();
+            let published: Vec<_> = listed
+                .iter()
+                .flat_map(|c| c.ports.clone().unwrap_or_default())
+                .filter(|p| p.public_port.is_some())
+                .collect();
+            assert!(published.is_empty(), "ports published on the host: {published:?}");
+        }
+        server.stop().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn clean_removes_leftover_containers_and_processes() {
     // The run id names its owner's pid; this one names no live process: a crashed run.

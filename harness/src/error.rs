@@ -48,6 +48,9 @@ pub enum SetupError {
     )]
     ImageBuild { image: String, reason: String },
 
+    #[error("interrupted by a signal before the run started; nothing was left running")]
+    Interrupted,
+
     #[error("could not start the Redis server ({backend}): {reason}")]
     ServerStart { backend: String, reason: String },
 

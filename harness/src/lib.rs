@@ -26,6 +26,7 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod shell;
+pub mod signals;
 pub mod workload;
 
 pub use error::SetupError;

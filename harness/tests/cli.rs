@@ -370,6 +370,61 @@ fn matrix_writes_the_table_and_exits_by_the_scenarios_expectations() {
 
 #[test]
 fn ctrl_c_stops_the_matrix_without_writing_the_table_or_leaving_servers() {
+    interrupted_matrix(nix::sys::signal::Signal::SIGINT);
+}
+
+#[test]
+fn sigterm_stops_the_matrix_as_ctrl_c_does() {
+    interrupted_matrix(nix::sys::signal::Signal::SIGTERM);
+}
+
+/// SIGTERM (what CI systems and `timeout` send) while the container is still starting:
+/// the run stops it and ends unknown; nothing of it is left.
+#[test]
+fn sigterm_during_server_start_up_leaves_no_container() {
+    for attempt in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = harness()
+            .args([
+                "run",
+                "steady-control",
+                "-l",
+                "get-then-incr",
+                "--backend",
+                "container",
+                "--report-dir",
+            ])
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let started = Instant::now();
+        // The container exists before it is ready: the signal lands while it starts.
+        while containers_of(pid).is_empty() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the run ended before its server started"
+            );
+            assert!(started.elapsed() < Duration::from_secs(60), "no container started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let seen = containers_of(pid);
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "attempt {attempt}: interrupted: unknown\n{}",
+            text(&out.stderr)
+        );
+        let left: Vec<String> = seen.iter().filter(|id| docker_has(id)).cloned().collect();
+        assert!(left.is_empty(), "attempt {attempt}: containers left behind: {left:?}");
+    }
+}
+
+fn interrupted_matrix(signal: nix::sys::signal::Signal) {
     let dir = tempfile::tempdir().unwrap();
     let child = harness()
         .args([
@@ -394,7 +449,7 @@ fn ctrl_c_stops_the_matrix_without_writing_the_table_or_leaving_servers() {
         assert!(started.elapsed() < Duration::from_secs(60), "no cell started");
         std::thread::sleep(Duration::from_millis(50));
     }
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT).unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).unwrap();
     let out = child.wait_with_output().unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "interrupted: unknown\n{stderr}");

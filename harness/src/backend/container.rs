@@ -1,14 +1,15 @@
-//! Redis in a container started with testcontainers, on a port mapped to 127.0.0.1.
+//! Redis in a container started with testcontainers, on the host's network, listening on
+//! 127.0.0.1 only (protected mode on).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use testcontainers::core::{IntoContainerPort, WaitFor};
+use testcontainers::core::WaitFor;
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
 use super::image::{ensure_image, local_redis};
-use super::{Backend, BackendOptions, LABEL, LABEL_RUN, ServerHandle, wait_ready};
+use super::{Backend, BackendOptions, LABEL, LABEL_RUN, ServerHandle, free_port, wait_ready};
 use crate::error::SetupError;
 use crate::history::ServerRole;
 
@@ -84,20 +85,53 @@ impl Backend for ContainerBackend {
         }
     }
 
+    /// The container shares the host's network and its server binds 127.0.0.1 with
+    /// protected mode on: nothing off this machine can reach it, while it runs or after.
     async fn start(&self, role: ServerRole, run_id: &str) -> Result<Box<dyn ServerHandle>, SetupError> {
         let fail = |reason: String| SetupError::ServerStart {
             backend: format!("container {}", self.image()),
             reason,
         };
-        let request = GenericImage::new(self.name.as_str(), self.tag.as_str())
-            .with_exposed_port(6379.tcp())
+        let mut last_error = String::new();
+        // Another process may take the port between `free_port` and the bind: the server
+        // then exits before it is ready, and the next attempt takes another port.
+        for _attempt in 0..5 {
+            let port = free_port().map_err(&fail)?;
+            let container = match self.request(role, run_id, port).start().await {
+                Ok(container) => container,
+                Err(e) => {
+                    last_error = format!("port {port}: {e}");
+                    continue;
+                }
+            };
+            let url = format!("redis://127.0.0.1:{port}");
+            if let Err(e) = wait_ready(&url, Duration::from_secs(10)).await {
+                let _ = container.rm().await;
+                return Err(fail(e));
+            }
+            return Ok(Box::new(ContainerHandle {
+                container,
+                url,
+                image: self.image(),
+            }));
+        }
+        Err(fail(last_error))
+    }
+}
+
+impl ContainerBackend {
+    fn request(&self, role: ServerRole, run_id: &str, port: u16) -> testcontainers::ContainerRequest<GenericImage> {
+        GenericImage::new(self.name.as_str(), self.tag.as_str())
             .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
+            .with_network("host")
             .with_cmd([
                 "redis-server",
+                "--port",
+                &port.to_string(),
                 "--bind",
-                "0.0.0.0",
+                "127.0.0.1",
                 "--protected-mode",
-                "no",
+                "yes",
                 "--save",
                 "",
                 "--appendonly",
@@ -106,25 +140,7 @@ impl Backend for ContainerBackend {
             .with_label(LABEL, "server")
             .with_label(LABEL_RUN, run_id)
             .with_label("limiter-harness.role", role_name(role))
-            .with_startup_timeout(Duration::from_secs(30));
-        let container = request.start().await.map_err(|e| fail(e.to_string()))?;
-        let port = match container.get_host_port_ipv4(6379.tcp()).await {
-            Ok(port) => port,
-            Err(e) => {
-                let _ = container.rm().await;
-                return Err(fail(e.to_string()));
-            }
-        };
-        let url = format!("redis://127.0.0.1:{port}");
-        if let Err(e) = wait_ready(&url, Duration::from_secs(10)).await {
-            let _ = container.rm().await;
-            return Err(fail(e));
-        }
-        Ok(Box::new(ContainerHandle {
-            container,
-            url,
-            image: self.image(),
-        }))
+            .with_startup_timeout(Duration::from_secs(30))
     }
 }
 

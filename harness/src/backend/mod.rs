@@ -151,3 +151,9 @@ async fn ping(url: &str) -> Result<(), String> {
         .map(drop)
         .map_err(|e| e.to_string())
 }
+
+/// A port on 127.0.0.1 that was free a moment ago (the caller retries if it is taken).
+pub(crate) fn free_port() -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
+}

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use tokio::process::{Child, Command};
 
 use super::image::{LocalRedis, local_redis};
-use super::{Backend, ServerHandle, wait_ready};
+use super::{Backend, ServerHandle, free_port, wait_ready};
 use crate::error::SetupError;
 use crate::history::ServerRole;
 
@@ -38,6 +38,8 @@ impl ProcessBackend {
                 &port.to_string(),
                 "--bind",
                 "127.0.0.1",
+                "--protected-mode",
+                "yes",
                 "--save",
                 "",
                 "--appendonly",
@@ -71,11 +73,6 @@ async fn server_pid(url: &str) -> Result<u32, String> {
         .find_map(|l| l.strip_prefix("process_id:"))
         .and_then(|p| p.trim().parse().ok())
         .ok_or_else(|| "INFO server has no process_id".to_owned())
-}
-
-fn free_port() -> Result<u16, String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
 }
 
 #[async_trait]

@@ -201,16 +201,9 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         limiters.len(),
         jobs
     );
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let on_signal = tokio::spawn({
-        let cancel = cancel.clone();
-        async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("limiter-harness matrix: interrupted; no further cell starts, the running ones stop");
-                cancel.cancel();
-            }
-        }
-    });
+    // SIGINT or SIGTERM: no further cell starts, the running ones stop as interrupted.
+    let _guard = crate::signals::guard();
+    let cancel = crate::signals::token().child_token();
     let cells = matrix::run_matrix(MatrixConfig {
         scenarios: scenarios.clone(),
         limiters,
@@ -225,7 +218,6 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
     })
     .await;
-    on_signal.abort();
     if cancel.is_cancelled() {
         eprintln!(
             "limiter-harness matrix: interrupted after {:.1} s; {} was left as it was (the cells that ran have their reports under {})",

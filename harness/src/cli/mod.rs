@@ -27,6 +27,10 @@ pub async fn main() -> ExitCode {
             return code;
         }
     };
+    if let Err(e) = crate::signals::install() {
+        eprintln!("error: cannot handle SIGINT/SIGTERM: {e}");
+        return ExitCode::Setup;
+    }
     let result = match cli.command {
         Command::Run(args) => commands::run(args).await,
         Command::Matrix(args) => commands::matrix(args).await,
@@ -37,6 +41,10 @@ pub async fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(e @ crate::error::SetupError::Interrupted) => {
+            eprintln!("limiter-harness: {e}");
+            ExitCode::Unknown
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::Setup

@@ -25,6 +25,7 @@ use crate::keys::KeyLayout;
 use crate::limiter::Limiter;
 use crate::report::{KeysSummary, Report, write_report};
 use crate::scenario::{CacheTarget, Fault, Scenario};
+use crate::signals;
 use execute::RunState;
 use setup::Servers;
 
@@ -88,14 +89,20 @@ pub struct RunOutcome {
 /// is in the returned report.
 pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     refuse_disruption(&config)?;
+    // From here a signal stops the run instead of the process: servers, adapters and
+    // settings are put back on the way out.
+    let _guard = signals::guard();
     let clock = RunClock::start();
     let run_id = format!("{}-{}", std::process::id(), clock_id());
     let (recorder, history) = Recorder::to_file(&config.report_dir.join("history.jsonl"))?;
+    if signals::interrupted() {
+        return Err(SetupError::Interrupted);
+    }
     let servers = Servers::start(config.backend.as_ref(), needs_cache_server(&config.scenario), &run_id).await?;
     let mut state = RunState::default();
     let executed = tokio::select! {
-        result = execute::execute(&config, &servers, &recorder, clock, &mut state) => result,
-        () = interrupted() => {
+        biased;
+        () = signals::token().cancelled() => {
             recorder.record(Event::Problem {
                 t_us: clock.now_us(),
                 source: "interrupt".into(),
@@ -104,6 +111,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
             });
             Ok(())
         }
+        result = execute::execute(&config, &servers, &recorder, clock, &mut state) => result,
     };
     // An adapter process is stopped on every way out (a no-op when execute already did).
     if let Some(limiter) = &state.limiter {
@@ -206,15 +214,6 @@ fn needs_cache_server(scenario: &Scenario) -> bool {
             .faults
             .iter()
             .any(|f| matches!(f, Fault::MemoryPressure(p) if p.target == CacheTarget::CacheServer))
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn interrupted() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
-    }
 }
 
 /// A short id distinguishing runs of the same process (not a harness choice: no seed use).
