@@ -42,6 +42,7 @@ pub(crate) fn config(invariants: &[Invariant]) -> CheckConfig {
         sample_interval_ms: 250,
         ttl_slack_ms: 0,
         ttl_max_ms: None,
+        deadline_ms: None,
     }
 }
 

@@ -112,6 +112,18 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
             Ok(())
         }
         result = execute::execute(&config, &servers, &recorder, clock, &mut state) => result,
+        () = tokio::time::sleep(config.scenario.deadline()) => {
+            recorder.record(Event::Problem {
+                t_us: clock.now_us(),
+                source: "deadline".into(),
+                detail: format!(
+                    "the run was stopped after {} s, its deadline (set `[check] deadline_ms` to change it); the history holds what happened until then",
+                    config.scenario.deadline().as_secs_f64()
+                ),
+                fatal: true,
+            });
+            Ok(())
+        }
     };
     // An adapter process is stopped on every way out (a no-op when execute already did).
     if let Some(limiter) = &state.limiter {

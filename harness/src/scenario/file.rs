@@ -101,6 +101,7 @@ pub struct CheckFile {
     pub sample_interval_ms: Option<Spanned<i64>>,
     pub ttl_slack_ms: Option<Spanned<i64>>,
     pub ttl_max_ms: Option<Spanned<i64>>,
+    pub deadline_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

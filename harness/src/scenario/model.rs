@@ -90,6 +90,38 @@ impl Scenario {
         reasons
     }
 
+    /// How long a run of this scenario may take before it is stopped and called unknown:
+    /// `[check] deadline_ms` if set, else a minute, plus twice every timed phase, 5 ms per burst request (a slow adapter
+    /// answers in well under 1 ms) and twice every stall or reply delay the faults add.
+    /// Generous: it ends a run that hangs, not one that is merely slow.
+    pub fn deadline(&self) -> std::time::Duration {
+        if let Some(ms) = self.check.deadline_ms {
+            return std::time::Duration::from_millis(ms);
+        }
+        let mut ms: u64 = 60_000;
+        for phase in &self.phases {
+            ms = ms.saturating_add(match phase.kind.planned_ms() {
+                Some(planned) => planned.saturating_mul(2),
+                None => phase.kind.planned_requests().saturating_mul(5),
+            });
+        }
+        for fault in &self.faults {
+            let delay = match fault {
+                Fault::StallBetweenRoundTrips(GapFault {
+                    action: GapFaultAction::Stall { stall_ms },
+                    ..
+                }) => *stall_ms,
+                Fault::OnCommand(CommandFault {
+                    action: CommandFaultAction::DelayReply { delay_ms },
+                    ..
+                }) => *delay_ms,
+                _ => 0,
+            };
+            ms = ms.saturating_add(delay.saturating_mul(2));
+        }
+        std::time::Duration::from_millis(ms)
+    }
+
     /// Describe the limiter's keys from the command line (`--keys`), overriding the file.
     pub fn override_keys(&mut self, templates: &[String]) -> Result<(), String> {
         self.limit.keys = Some(KeyLayout::parse(
@@ -221,6 +253,33 @@ pub enum PhaseKind {
     },
     /// No traffic at all.
     Quiet { duration_ms: u64 },
+}
+
+/// The most requests one run may plan. Every request is kept in memory until the run is
+/// judged (about 0.9 KB each, history and index together), so this bounds a run near 1 GB.
+pub const REQUESTS_PER_RUN_MAX: u64 = 1_000_000;
+
+impl PhaseKind {
+    /// How many requests the phase sends.
+    pub fn planned_requests(&self) -> u64 {
+        match self {
+            PhaseKind::Steady {
+                rate_per_s,
+                duration_ms,
+                ..
+            } => (rate_per_s * *duration_ms as f64 / 1000.0).ceil() as u64,
+            PhaseKind::Burst { requests, .. } => *requests,
+            PhaseKind::Quiet { .. } => 0,
+        }
+    }
+
+    /// How long the phase is planned to last; a burst lasts as long as its replies take.
+    pub fn planned_ms(&self) -> Option<u64> {
+        match self {
+            PhaseKind::Steady { duration_ms, .. } | PhaseKind::Quiet { duration_ms } => Some(*duration_ms),
+            PhaseKind::Burst { .. } => None,
+        }
+    }
 }
 
 /// How an open-loop phase spaces its requests.
@@ -387,6 +446,9 @@ pub struct CheckConfig {
     /// The longest a limiter key may live, when the scenario says (it overrides the
     /// limiter's declaration and the algorithm's default).
     pub ttl_max_ms: Option<u64>,
+    /// How long a run may take before it is stopped as unknown, when the scenario says
+    /// (otherwise derived from the phases and faults: [`Scenario::deadline`]).
+    pub deadline_ms: Option<u64>,
 }
 
 /// An invariant the checker can judge.

@@ -10,8 +10,8 @@ use super::error::ScenarioError;
 use super::file::{CheckFile, FaultFile, LimitFile, PhaseFile, ScenarioFile, ServerFile, SetupFile};
 use super::model::{
     CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, GapFault, GapFaultAction,
-    INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Phase, PhaseKind, Pick, Scenario, ServerConfig, Setup,
-    Spacing,
+    INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Phase, PhaseKind, Pick, REQUESTS_PER_RUN_MAX, Scenario,
+    ServerConfig, Setup, Spacing,
 };
 use crate::keys::{KeyLayout, LayoutSource};
 
@@ -345,8 +345,28 @@ fn resolve_phases(file: &ScenarioFile, limit: &Limit, src: &Source<'_>) -> Resul
     }
     let mut names = BTreeSet::new();
     let mut phases = Vec::new();
+    let mut planned = 0u64;
     for (index, phase) in file.phases.iter().enumerate() {
         let resolved = resolve_phase(phase.get_ref(), index, limit, src)?;
+        planned = planned.saturating_add(resolved.kind.planned_requests());
+        if planned > REQUESTS_PER_RUN_MAX {
+            let p = phase.get_ref();
+            let at = p
+                .requests
+                .as_ref()
+                .map(|r| r.span())
+                .or_else(|| p.rate_per_s.as_ref().map(|r| r.span()));
+            return Err(ScenarioError::at(
+                src.path,
+                src.text,
+                at.or(Some(phase.span())),
+                format!(
+                    "the scenario plans {planned} requests up to phase `{}`; a run may plan at most {REQUESTS_PER_RUN_MAX}",
+                    resolved.name
+                ),
+            )
+            .with_help("every request is kept in memory until the run is judged (about 1 GB at the cap): lower rate_per_s, duration_ms or requests, or split the scenario"));
+        }
         if !names.insert(resolved.name.clone()) {
             let at = phase.get_ref().name.as_ref().map_or(phase.span(), |n| n.span());
             return Err(ScenarioError::at(
@@ -812,6 +832,10 @@ fn resolve_check(file: &CheckFile, limit: &Limit, src: &Source<'_>) -> Result<Ch
         },
         ttl_max_ms: match &file.ttl_max_ms {
             Some(v) => Some(src.in_range(v, "ttl_max_ms", 1..=31_536_000_000)?),
+            None => None,
+        },
+        deadline_ms: match &file.deadline_ms {
+            Some(v) => Some(src.in_range(v, "deadline_ms", 1..=86_400_000)?),
             None => None,
         },
     })

@@ -779,3 +779,64 @@ fn rescaling_the_window_keeps_the_scenarios_shape() {
     );
     assert_eq!(huge.limit.window_ms, 1000, "refused: unchanged");
 }
+
+// ---- bounds ------------------------------------------------------------------------------
+
+#[test]
+fn a_scenario_planning_more_requests_than_the_cap_says_the_cap_and_the_figure() {
+    let huge_rate = edit(
+        &edit(MINIMAL, "rate_per_s = 50", "rate_per_s = 1000000"),
+        "duration_ms = 100\n\n[[phase]]\nkind = \"burst\"",
+        "duration_ms = 3600000\n\n[[phase]]\nkind = \"burst\"",
+    );
+    let err = parse_err(&huge_rate);
+    assert_error_at(
+        &err,
+        &huge_rate,
+        value_of(&huge_rate, "rate_per_s = 1000000"),
+        &["3600000000 requests", "at most 1000000"],
+    );
+    assert_help_has(&err, "memory");
+    let huge_burst = edit(MINIMAL, "requests = 20", "requests = 100000000");
+    let err = parse_err(&huge_burst);
+    assert_error_at(
+        &err,
+        &huge_burst,
+        value_of(&huge_burst, "requests = 100000000"),
+        &["100000005 requests", "phase `burst-2`", "at most 1000000"],
+    );
+    let at_cap = edit(MINIMAL, "requests = 20", "requests = 999995");
+    assert_eq!(
+        parse_ok(&at_cap)
+            .phases
+            .iter()
+            .map(|p| p.kind.planned_requests())
+            .sum::<u64>(),
+        1_000_000
+    );
+}
+
+#[test]
+fn the_deadline_is_derived_from_phases_and_faults_unless_the_scenario_sets_it() {
+    // A minute, twice the 100 ms steady phase, 5 ms for each of the 20 burst requests.
+    assert_eq!(parse_ok(MINIMAL).deadline().as_millis(), 60_000 + 200 + 100);
+    // FULL: 2 × (2500 + 1200) ms, 500 burst requests, a 1500 ms stall.
+    assert_eq!(parse_ok(FULL).deadline().as_millis(), 60_000 + 7_400 + 2_500 + 3_000);
+    let set = edit(
+        MINIMAL,
+        "invariants = [\"ttl-present\"]",
+        "invariants = [\"ttl-present\"]\ndeadline_ms = 1500",
+    );
+    assert_eq!(parse_ok(&set).deadline().as_millis(), 1500);
+    let zero = edit(
+        MINIMAL,
+        "invariants = [\"ttl-present\"]",
+        "invariants = [\"ttl-present\"]\ndeadline_ms = 0",
+    );
+    assert_error_at(
+        &parse_err(&zero),
+        &zero,
+        value_of(&zero, "deadline_ms = 0"),
+        &["deadline_ms"],
+    );
+}
