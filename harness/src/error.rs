@@ -48,6 +48,11 @@ pub enum SetupError {
     )]
     ImageBuild { image: String, reason: String },
 
+    #[error(
+        "the report directory {dir} is in use by another run ({holder})\n  help: wait for it, or give this run its own directory with --report-dir"
+    )]
+    ReportDirInUse { dir: PathBuf, holder: String },
+
     #[error("interrupted by a signal before the run started; nothing was left running")]
     Interrupted,
 

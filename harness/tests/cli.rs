@@ -458,3 +458,252 @@ fn interrupted_matrix(signal: nix::sys::signal::Signal) {
     let left: Vec<String> = redis_servers_of(pid).into_iter().filter(|p| !zombie(p)).collect();
     assert!(left.is_empty(), "servers left behind: {left:?}");
 }
+
+/// Spawn `limiter-harness ARGS --report-dir DIR` and wait until it sends requests.
+fn spawn_until_sending(args: &[&str], dir: &Path) -> std::process::Child {
+    let mut child = harness()
+        .args(args)
+        .arg("--report-dir")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let history = dir.join("history.jsonl");
+    let started = Instant::now();
+    while !std::fs::read_to_string(&history)
+        .unwrap_or_default()
+        .contains("\"type\":\"invoke\"")
+    {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before sending");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run never started sending"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn sigkill(child: std::process::Child) -> Output {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Temp directories of runs owned by harness process `owner`.
+fn temp_dirs_of(owner: i32) -> Vec<PathBuf> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("limiter-harness-{owner}-"))
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// SIGKILL cannot be handled: the history must still parse line by line, and `clean`
+/// removes the server and the temp directory the run left.
+#[test]
+fn a_killed_run_leaves_whole_history_lines_and_clean_removes_what_it_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = spawn_until_sending(
+        &["run", "steady-control", "-l", "get-then-incr", "--backend", "process"],
+        dir.path(),
+    );
+    let pid = child.id() as i32;
+    std::thread::sleep(Duration::from_millis(700));
+    let servers = redis_servers_of(pid);
+    let temp_dirs = temp_dirs_of(pid);
+    assert_eq!(servers.len(), 1, "one server");
+    assert!(!temp_dirs.is_empty(), "the server's temp dir");
+    sigkill(child);
+    let history = dir.path().join("history.jsonl");
+    let text = std::fs::read_to_string(&history).unwrap();
+    assert!(text.ends_with('\n'), "the last line is whole");
+    let events = limiter_harness::history::read_history(&history).expect("every line parses");
+    assert!(events.len() > 10, "{} events", events.len());
+
+    let out = run(&["clean"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    std::thread::sleep(Duration::from_millis(200));
+    for server in servers {
+        assert!(
+            !Path::new(&format!("/proc/{server}")).exists() || zombie(&server),
+            "redis-server {server} still runs: {}",
+            text_of(&out)
+        );
+    }
+    let left: Vec<PathBuf> = temp_dirs.into_iter().filter(|d| d.exists()).collect();
+    assert!(left.is_empty(), "temp dirs left: {left:?}\n{}", text_of(&out));
+}
+
+fn text_of(out: &Output) -> String {
+    format!("{}{}", text(&out.stdout), text(&out.stderr))
+}
+
+/// Two runs writing one report directory would interleave their histories: the second is
+/// refused with a clear error, and the first's history stays whole.
+#[test]
+fn a_second_run_on_the_same_report_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = spawn_until_sending(
+        &[
+            "run",
+            "steady-control",
+            "-l",
+            "lua-fixed-window",
+            "--backend",
+            "process",
+        ],
+        dir.path(),
+    );
+    let second = harness()
+        .args([
+            "run",
+            "steady-control",
+            "-l",
+            "lua-fixed-window",
+            "--backend",
+            "process",
+            "--report-dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(3), "{}", text_of(&second));
+    assert!(
+        text(&second.stderr).contains(&format!("in use by another run (process {})", first.id())),
+        "{}",
+        text_of(&second)
+    );
+    let out = first.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    limiter_harness::history::read_history(&dir.path().join("history.jsonl")).expect("every line parses");
+}
+
+/// A server this test runs itself, as a user's would be; killed when dropped.
+struct UsersServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl UsersServer {
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server");
+        let server = Self { child, port };
+        let started = Instant::now();
+        while server.cli(&["PING"]) != "PONG" {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "redis-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        text(&out.stdout).trim().to_owned()
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for UsersServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `--allow-reconfigure` warns that maxmemory is server-wide; a run killed while the server
+/// is reconfigured saved the old values first, and `clean` puts them back.
+#[test]
+fn clean_restores_the_settings_of_a_killed_reconfiguring_run() {
+    let server = UsersServer::start();
+    let before = server.cli(&["CONFIG", "GET", "maxmemory"]);
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("reconfigure.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"reconfigure\"\n[server]\nmaxmemory = \"7mb\"\n[limit]\nrequests_max = 10\nwindow_ms = 500\nkey_prefix = \"lh-test-reconfigure:\"\n[[phase]]\nkind = \"steady\"\nrate_per_s = 50\nduration_ms = 20000\n[check]\ninvariants = [\"ttl-present\"]\n",
+    )
+    .unwrap();
+    let reports = dir.path().join("report");
+    let url = server.url();
+    let child = spawn_until_sending(
+        &[
+            "run",
+            scenario.to_str().unwrap(),
+            "-l",
+            "lua-fixed-window",
+            "--backend",
+            "url",
+            "--url",
+            &url,
+            "--allow-reconfigure",
+        ],
+        &reports,
+    );
+    assert_eq!(
+        server.cli(&["CONFIG", "GET", "maxmemory"]),
+        "maxmemory\n7340032",
+        "the run's setting"
+    );
+    let out = sigkill(child);
+    assert!(
+        text(&out.stderr).contains("apply to the whole server"),
+        "{}",
+        text_of(&out)
+    );
+    assert_eq!(
+        server.cli(&["CONFIG", "GET", "maxmemory"]),
+        "maxmemory\n7340032",
+        "left as the run set it"
+    );
+
+    let cleaned = run(&["clean"]);
+    assert!(
+        text(&cleaned.stdout).contains("restored the settings"),
+        "{}",
+        text_of(&cleaned)
+    );
+    assert_eq!(
+        server.cli(&["CONFIG", "GET", "maxmemory"]),
+        before,
+        "{}",
+        text_of(&cleaned)
+    );
+}

@@ -1,5 +1,8 @@
 //! `limiter-harness clean`: remove what crashed or killed runs left behind — containers
-//! labelled [`super::LABEL`] and `redis-server` processes named in the pid directory.
+//! labelled [`super::LABEL`], `redis-server` processes named in the pid directory, adapter
+//! processes (found by the run id in their environment, even if they left their process
+//! group), the runs' temp directories — and put back the settings a killed
+//! `--allow-reconfigure` run changed on a server it did not start (saved before the change).
 //!
 //! A run id starts with the pid of the harness process that owns the run; servers whose
 //! owner is still alive belong to a run in progress and are left alone unless `all`.
@@ -19,6 +22,10 @@ use super::{LABEL, LABEL_RUN};
 pub struct CleanSummary {
     pub containers_removed: Vec<String>,
     pub processes_killed: Vec<u32>,
+    pub adapters_killed: Vec<u32>,
+    pub temp_dirs_removed: usize,
+    /// Servers whose settings were put back, as "URL (name value, ...)".
+    pub settings_restored: Vec<String>,
     /// Servers of runs whose harness process is still alive.
     pub in_use: usize,
     pub problems: Vec<String>,
@@ -30,7 +37,182 @@ pub async fn clean(all: bool) -> CleanSummary {
     let mut summary = CleanSummary::default();
     clean_containers(all, &mut summary).await;
     clean_processes(all, &mut summary);
+    clean_adapters(all, &mut summary);
+    clean_temp_dirs(all, &mut summary);
+    restore_saved_settings(all, &mut summary).await;
     summary
+}
+
+/// The environment variable that carries the run id into an adapter and everything it starts.
+pub const RUN_ENV: &str = "LIMITER_HARNESS_RUN";
+
+/// Kill the processes that carry a run id in their environment ([`RUN_ENV`]): an adapter and
+/// whatever it started, in its process group or not. `run_id` None: those of every run
+/// whose owner is gone (or every run, with `all`). Returns the pids killed.
+pub fn kill_run_processes(run_id: Option<&str>, all: bool, summary: &mut CleanSummary) -> Vec<u32> {
+    let mut killed = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return killed;
+    };
+    let me = std::process::id();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Some(run) = run_of(pid) else { continue };
+        let selected = match run_id {
+            Some(wanted) => run == wanted,
+            None if !all && owner_alive(&run) => {
+                summary.in_use += 1;
+                false
+            }
+            None => true,
+        };
+        if selected && kill(Pid::from_raw(pid as i32), Signal::SIGKILL).is_ok() {
+            killed.push(pid);
+        }
+    }
+    killed
+}
+
+/// The run id in a process's environment, if it has one.
+fn run_of(pid: u32) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{RUN_ENV}=");
+    environ
+        .split(|b| *b == 0)
+        .find_map(|var| var.strip_prefix(prefix.as_bytes()))
+        .map(|run| String::from_utf8_lossy(run).into_owned())
+}
+
+fn clean_adapters(all: bool, summary: &mut CleanSummary) {
+    let killed = kill_run_processes(None, all, summary);
+    summary.adapters_killed.extend(killed);
+}
+
+/// `limiter-harness-<run id>-…` directories in the temp dir whose run is over.
+fn clean_temp_dirs(all: bool, summary: &mut CleanSummary) {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(run) = name.strip_prefix("limiter-harness-") else {
+            continue;
+        };
+        // A run id starts with its owner's pid; other names (the pid directory) are not runs'.
+        if !run
+            .split('-')
+            .next()
+            .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        {
+            continue;
+        }
+        if !all && owner_alive(run) {
+            continue;
+        }
+        if entry.file_type().is_ok_and(|t| t.is_dir()) && std::fs::remove_dir_all(entry.path()).is_ok() {
+            summary.temp_dirs_removed += 1;
+        }
+    }
+}
+
+/// Settings saved by runs that changed a server they did not start (`--allow-reconfigure`).
+fn settings_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join("limiter-harness-settings")
+}
+
+/// What a run is about to change on a server it did not start, saved before the change.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct SavedSettings {
+    url: String,
+    /// (name, value before the run), in the order they were changed.
+    previous: Vec<(String, String)>,
+}
+
+/// Save the values `run_id` replaces on `url` before it replaces them, so that `clean` can
+/// put them back if the run is killed. Readable by the owner only (the URL may hold a password).
+pub fn save_settings(run_id: &str, url: &str, previous: &[(String, String)]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::create_dir_all(settings_dir())?;
+    let path = settings_dir().join(format!("{run_id}.json"));
+    let tmp = path.with_extension("tmp");
+    let text = serde_json::to_vec(&SavedSettings {
+        url: url.to_owned(),
+        previous: previous.to_vec(),
+    })?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    std::io::Write::write_all(&mut file, &text)?;
+    file.sync_all()?;
+    std::fs::rename(tmp, path)
+}
+
+/// The run put its settings back: nothing to restore.
+pub fn forget_settings(run_id: &str) {
+    let _ = std::fs::remove_file(settings_dir().join(format!("{run_id}.json")));
+}
+
+async fn restore_saved_settings(all: bool, summary: &mut CleanSummary) {
+    let Ok(entries) = std::fs::read_dir(settings_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(run) = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
+            continue;
+        };
+        if path.extension().is_none_or(|e| e != "json") || (!all && owner_alive(&run)) {
+            continue;
+        }
+        let saved: SavedSettings = match std::fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
+            Ok(saved) => saved,
+            Err(e) => {
+                summary.problems.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
+        match restore_on(&saved).await {
+            Ok(()) => {
+                let list: Vec<String> = saved.previous.iter().map(|(n, v)| format!("{n} {v}")).collect();
+                summary.settings_restored.push(format!("{} ({})", redacted(&saved.url), list.join(", ")));
+                let _ = std::fs::remove_file(&path);
+            }
+            Err(e) => summary.problems.push(format!(
+                "could not restore the settings saved in {} on {}: {e} (the file is kept; run `clean` again when the server is back)",
+                path.display(),
+                redacted(&saved.url)
+            )),
+        }
+    }
+}
+
+async fn restore_on(saved: &SavedSettings) -> Result<(), String> {
+    let mut conn = crate::runner::connect(&saved.url).await.map_err(|e| e.to_string())?;
+    let failed = crate::runner::restore_settings(&mut conn, &saved.previous).await;
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
+/// The URL without its password.
+fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}://…@{}", &url[..scheme], &url[at + 1..]),
+        _ => url.to_owned(),
+    }
 }
 
 /// Whether the harness process that owns `run_id` is alive.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use clean::{CleanSummary, clean};
+pub use clean::{CleanSummary, RUN_ENV, clean, forget_settings, kill_run_processes, save_settings};
 pub use container::{ContainerBackend, docker_ping};
 pub use image::{LocalRedis, ensure_image, local_redis};
 pub use process::ProcessBackend;

@@ -300,12 +300,18 @@ pub async fn clean(all: bool) -> Result<ExitCode, SetupError> {
         }
     };
     say(&format!(
-        "removed {} container(s){}, killed {} process(es){}",
+        "removed {} container(s){}, killed {} server process(es){} and {} adapter process(es){}, removed {} temp dir(s)",
         summary.containers_removed.len(),
         list(summary.containers_removed.clone()),
         summary.processes_killed.len(),
-        list(summary.processes_killed.iter().map(u32::to_string).collect())
+        list(summary.processes_killed.iter().map(u32::to_string).collect()),
+        summary.adapters_killed.len(),
+        list(summary.adapters_killed.iter().map(u32::to_string).collect()),
+        summary.temp_dirs_removed
     ));
+    for restored in &summary.settings_restored {
+        say(&format!("restored the settings a killed run changed on {restored}"));
+    }
     if summary.in_use > 0 {
         say(&format!(
             "left {} server(s) of runs still in progress alone (`clean --all` removes them too)",

@@ -2,7 +2,7 @@
 //! checkers. A dedicated thread does the writing so the request path only sends.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -47,40 +47,53 @@ impl Recorder {
     }
 }
 
+/// Events are written in batches of whole lines, one `write` each: a run killed at any
+/// moment leaves a history whose every line parses (it loses at most the batch in hand).
+const BATCH_BYTES: usize = 64 * 1024;
+
 fn write_all(rx: &mpsc::Receiver<Option<Event>>, file: Option<(PathBuf, File)>) -> (Vec<Event>, Option<String>) {
     let mut events = Vec::new();
-    let mut out = file.map(|(path, f)| (path, BufWriter::new(f)));
+    let mut out = file;
     let mut write_error = None;
-    // Poll instead of blocking in recv: a blocked receiver makes every send a futex wake-up
-    // on the request path; a sleeping one costs the senders nothing.
-    while let Some(event) = next_event(rx) {
-        if let Some((path, w)) = out.as_mut()
-            && let Err(e) = serde_json::to_writer(&mut *w, &event)
-                .map_err(std::io::Error::from)
-                .and_then(|()| w.write_all(b"\n"))
-        {
-            write_error = Some(format!("writing {}: {e}", path.display()));
-            out = None;
-        }
+    let mut batch = Vec::with_capacity(BATCH_BYTES);
+    let mut keep = |event: Event, batch: &mut Vec<u8>| {
+        serde_json::to_writer(&mut *batch, &event).expect("an event serializes");
+        batch.push(b'\n');
         events.push(event);
-    }
-    if let Some((path, mut w)) = out
-        && let Err(e) = w.flush()
-    {
-        write_error = Some(format!("writing {}: {e}", path.display()));
+    };
+    // Block for the next event (None: the history is closed; an error: every sender is
+    // gone), then take whatever else has arrived without waiting: a busy run is written in
+    // large batches, a quiet one as it goes.
+    while let Ok(Some(first)) = rx.recv() {
+        keep(first, &mut batch);
+        let closed = loop {
+            match rx.try_recv() {
+                Ok(Some(event)) => keep(event, &mut batch),
+                Ok(None) | Err(mpsc::TryRecvError::Disconnected) => break true,
+                Err(mpsc::TryRecvError::Empty) => break false,
+            }
+            if batch.len() >= BATCH_BYTES {
+                flush_batch(&mut out, &mut batch, &mut write_error);
+            }
+        };
+        flush_batch(&mut out, &mut batch, &mut write_error);
+        if closed {
+            break;
+        }
     }
     (events, write_error)
 }
 
-/// The next event, or None once the history is closed (or every sender is gone).
-fn next_event(rx: &mpsc::Receiver<Option<Event>>) -> Option<Event> {
-    loop {
-        match rx.try_recv() {
-            Ok(event) => return event,
-            Err(mpsc::TryRecvError::Empty) => std::thread::sleep(std::time::Duration::from_millis(2)),
-            Err(mpsc::TryRecvError::Disconnected) => return None,
-        }
+/// Write the batch's whole lines in one call; after a failure the file is given up on.
+fn flush_batch(out: &mut Option<(PathBuf, File)>, batch: &mut Vec<u8>, write_error: &mut Option<String>) {
+    if let Some((path, file)) = out.as_mut()
+        && !batch.is_empty()
+        && let Err(e) = file.write_all(batch)
+    {
+        *write_error = Some(format!("writing {}: {e}", path.display()));
+        *out = None;
     }
+    batch.clear();
 }
 
 /// Closes the history and joins the writer.

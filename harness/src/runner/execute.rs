@@ -59,6 +59,8 @@ pub struct RunState {
     pub layout_note: Option<String>,
     /// How long the limiter's keys may live, once decided.
     pub ttl: Option<TtlBound>,
+    /// The run's id (its owner's pid first), which names what it leaves on disk.
+    pub run_id: String,
 }
 
 /// A background task that is aborted if the run is dropped (interrupted).
@@ -299,12 +301,57 @@ async fn prepare_server(
     }
     let may_configure = owned || config.allow_reconfigure;
     let events_on = may_configure || keyspace_events_enabled(admin).await.unwrap_or(false);
+    if !owned && may_configure {
+        warn_server_wide(&config.scenario.server, state);
+    }
     state.settings = if may_configure {
-        configure(admin, &config.scenario.server, true, &mut state.previous_settings).await?
+        let run_id = state.run_id.clone();
+        // The values replaced on a server the harness did not start are saved before each
+        // change: if the run is killed, `clean` puts them back.
+        let save = |previous: &[(String, String)]| -> Result<(), SetupError> {
+            if owned {
+                return Ok(());
+            }
+            crate::backend::save_settings(&run_id, url, previous).map_err(|e| {
+                SetupError::io(
+                    "cannot save the server's settings (nothing was changed) in",
+                    std::env::temp_dir(),
+                    e,
+                )
+            })
+        };
+        configure(
+            admin,
+            &config.scenario.server,
+            true,
+            &mut state.previous_settings,
+            &save,
+        )
+        .await?
     } else {
         Vec::new()
     };
     Ok(events_on)
+}
+
+/// `maxmemory` and its policy are the whole server's, not the database's: on a server the
+/// harness did not start they may evict keys that have nothing to do with the run.
+fn warn_server_wide(server: &crate::scenario::ServerConfig, state: &mut RunState) {
+    let wide: Vec<&str> = server
+        .settings
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .filter(|name| name.starts_with("maxmemory"))
+        .collect();
+    if wide.is_empty() {
+        return;
+    }
+    let warning = format!(
+        "--allow-reconfigure: {} apply to the whole server, every database: while the run lasts, keys that are not the run's may be evicted",
+        wide.join(", ")
+    );
+    eprintln!("warning: {warning}");
+    state.problems.push(warning);
 }
 
 /// Keyspace notifications (when on) and the periodic sampler, for the layout's keys.
@@ -408,7 +455,7 @@ async fn configure_cache(
 ) -> Result<MultiplexedConnection, SetupError> {
     let mut conn = connect(url).await?;
     let cache_config = config.scenario.cache_server.clone().unwrap_or_default();
-    let settings = configure(&mut conn, &cache_config, false, &mut Vec::new()).await?;
+    let settings = configure(&mut conn, &cache_config, false, &mut Vec::new(), &|_| Ok(())).await?;
     let info = server_info(&mut conn).await.map_err(|e| SetupError::Connect {
         url: url.to_owned(),
         reason: e.to_string(),
@@ -581,5 +628,9 @@ pub async fn leave_server_as_found(url: &str, layout: &KeyLayout, state: &mut Ru
             .problems
             .push(format!("could not delete the run's cache entries {CACHE_PREFIX}*: {e}"));
     }
-    state.problems.extend(restore(admin, &previous).await);
+    let failed = restore(admin, &previous).await;
+    if failed.is_empty() {
+        crate::backend::forget_settings(&state.run_id);
+    }
+    state.problems.extend(failed);
 }

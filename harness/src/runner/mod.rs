@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 pub use keys::resolve_layout;
 pub use progress::Progress;
-pub use setup::{RESPONSE_TIMEOUT, connect};
+pub use setup::{RESPONSE_TIMEOUT, connect, restore as restore_settings};
 
 use crate::backend::Backend;
 use crate::checker::{self, CheckInput, TtlBound};
@@ -94,12 +94,16 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     let _guard = signals::guard();
     let clock = RunClock::start();
     let run_id = format!("{}-{}", std::process::id(), clock_id());
+    let _lock = lock_report_dir(&config.report_dir)?;
     let (recorder, history) = Recorder::to_file(&config.report_dir.join("history.jsonl"))?;
     if signals::interrupted() {
         return Err(SetupError::Interrupted);
     }
     let servers = Servers::start(config.backend.as_ref(), needs_cache_server(&config.scenario), &run_id).await?;
-    let mut state = RunState::default();
+    let mut state = RunState {
+        run_id: run_id.clone(),
+        ..RunState::default()
+    };
     let executed = tokio::select! {
         biased;
         () = signals::token().cancelled() => {
@@ -226,6 +230,37 @@ fn needs_cache_server(scenario: &Scenario) -> bool {
             .faults
             .iter()
             .any(|f| matches!(f, Fault::MemoryPressure(p) if p.target == CacheTarget::CacheServer))
+}
+
+/// Hold the report directory for this run: a second run writing the same history would
+/// interleave its lines. The lock goes with the process, however it ends.
+fn lock_report_dir(dir: &std::path::Path) -> Result<std::fs::File, SetupError> {
+    use std::io::{Read, Seek, Write};
+    std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create", dir, e))?;
+    let path = dir.join(".lock");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| SetupError::io("cannot create", &path, e))?;
+    match file.try_lock() {
+        Ok(()) => {
+            let _ = file.set_len(0);
+            let _ = writeln!(file, "process {}", std::process::id());
+            Ok(file)
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.rewind().and_then(|()| file.read_to_string(&mut holder));
+            Err(SetupError::ReportDirInUse {
+                dir: dir.to_owned(),
+                holder: holder.trim().to_owned(),
+            })
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(SetupError::io("cannot lock", &path, e)),
+    }
 }
 
 /// A short id distinguishing runs of the same process (not a harness choice: no seed use).

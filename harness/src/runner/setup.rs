@@ -83,12 +83,14 @@ impl Servers {
 
 /// Apply `config` with CONFIG SET (and the keyspace flags when `with_events`); returns the
 /// settings applied as "name value". The values they replaced go into `previous` one by
-/// one, so that a failure half-way still leaves what to restore.
+/// one, so that a failure half-way still leaves what to restore, and `save` is given them
+/// before each change (a server the harness did not start keeps them on disk for `clean`).
 pub async fn configure(
     conn: &mut MultiplexedConnection,
     config: &ServerConfig,
     with_events: bool,
     previous: &mut Vec<(String, String)>,
+    save: &dyn Fn(&[(String, String)]) -> Result<(), SetupError>,
 ) -> Result<Vec<String>, SetupError> {
     let mut settings: Vec<(String, String)> = config.settings.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     if with_events {
@@ -102,6 +104,10 @@ pub async fn configure(
             .query_async(conn)
             .await
             .unwrap_or_default();
+        if let Some(old) = old.get(1) {
+            previous.push((name.clone(), old.clone()));
+            save(previous)?;
+        }
         let set: redis::RedisResult<()> = redis::cmd("CONFIG")
             .arg("SET")
             .arg(&name)
@@ -113,9 +119,6 @@ pub async fn configure(
             value: value.clone(),
             reason: e.to_string(),
         })?;
-        if let Some(old) = old.get(1) {
-            previous.push((name.clone(), old.clone()));
-        }
         applied.push(format!("{name} {value}"));
     }
     Ok(applied)
