@@ -336,7 +336,9 @@ fn flag(v: &Value) -> Result<i64, String> {
 /// A count: a number of requests, so never negative; a nil or empty reply carries no decision.
 fn integer(v: &Value) -> Result<i64, String> {
     match v {
-        Value::Nil => Err("expected a count, got nil (a script that returns nothing, nil or false decides nothing)".into()),
+        Value::Nil => {
+            Err("expected a count, got nil (a script that returns nothing, nil or false decides nothing)".into())
+        }
         other => match number(other)? {
             n if n < 0 => Err(format!("expected a count, got {n} (a negative count decides nothing)")),
             n => Ok(n),
@@ -485,7 +487,10 @@ mod tests {
         let m = ResultMapping::default();
         let nil = decide(&Value::Nil, &m, &limit()).unwrap_err();
         assert!(nil.contains("nil"), "{nil}");
-        assert!(decide(&Value::BulkString(Vec::new()), &m, &limit()).is_err(), "an empty reply");
+        assert!(
+            decide(&Value::BulkString(Vec::new()), &m, &limit()).is_err(),
+            "an empty reply"
+        );
         assert!(decide(&Value::Array(vec![]), &m, &limit()).is_err(), "an empty array");
         let negative = decide(&Value::Int(-1), &m, &limit()).unwrap_err();
         assert!(negative.contains("negative"), "{negative}");
