@@ -204,11 +204,29 @@ fn adapter(dir: &std::path::Path, name: &str, source: &str) -> String {
     format!("exec:python3 {}", path.display())
 }
 
+/// The adapter's problems in a run's history: (detail, fatal).
+fn adapter_problems(run_dir: &std::path::Path) -> Vec<(String, bool)> {
+    read_history(&run_dir.join("history.jsonl"))
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Problem {
+                source, detail, fatal, ..
+            } if source == "exec-adapter" => Some((detail, fatal)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn has_problem(problems: &[(String, bool)], needle: &str, fatal: bool) -> bool {
+    problems.iter().any(|(p, f)| p.contains(needle) && *f == fatal)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn protocol_violations_are_reported_never_admitted() {
     let dir = tempfile::tempdir().unwrap();
-    // Answers garbage to every third request, an unknown id to every fifth, nothing to the
-    // seventh, and exits at the fortieth.
+    // Answers a malformed reply to every third request, an unknown id (then its real reply)
+    // to every fifth, and nothing to the seventh: each a violation, none fatal on its own.
     let bad = adapter(
         dir.path(),
         "bad.py",
@@ -217,15 +235,12 @@ import json, sys
 print(json.dumps({"protocol": 1}), flush=True)
 for n, line in enumerate(sys.stdin, 1):
     req = json.loads(line)
-    if n == 40:
-        sys.exit(3)
     if n % 3 == 0:
-        print("this is not json", flush=True)
-    elif n % 5 == 0:
+        print(json.dumps({"id": req["id"], "allowed": "yes"}), flush=True)
+        continue
+    if n % 5 == 0:
         print(json.dumps({"id": 999999, "allowed": True}), flush=True)
-    elif n == 7:
-        pass
-    else:
+    if n != 7:
         print(json.dumps({"id": req["id"], "allowed": False, "count": 0}), flush=True)
 "#,
     );
@@ -234,26 +249,62 @@ for n, line in enumerate(sys.stdin, 1):
         .unwrap();
     let counts = &report.observed.counts;
     assert_eq!(counts.allowed, 0, "no violation counts as an admission: {counts:?}");
-    assert!(counts.indeterminate > 0 && counts.errors > 0, "{counts:?}");
-    let history = read_history(&run_dir.path().join("history.jsonl")).unwrap();
-    let problems: Vec<String> = history
-        .iter()
-        .filter_map(|e| match e {
-            Event::Problem { source, detail, .. } if source == "exec-adapter" => Some(detail.clone()),
-            _ => None,
-        })
-        .collect();
+    assert!(counts.indeterminate >= 1 && counts.errors > 100, "{counts:?}");
+    let problems = adapter_problems(run_dir.path());
     for needle in [
-        "not a reply line",
+        "a malformed reply (invalid type: string \"yes\", expected a boolean",
         "unknown or finished request id 999999",
-        "closed its stdout",
+        "no reply within 5000 ms to request",
     ] {
-        assert!(problems.iter().any(|p| p.contains(needle)), "{needle}: {problems:#?}");
+        assert!(has_problem(&problems, needle, false), "{needle}: {problems:#?}");
     }
+    // A third of the replies broke the protocol: far more than 1%, so the run cannot pass.
+    assert!(
+        has_problem(&problems, "replies were protocol violations (more than 1%)", true),
+        "{problems:#?}"
+    );
+    assert!(!has_problem(&problems, "declared dead", true), "{problems:#?}");
+    // (Invalid rather than unknown: it rejects everything, and no-lockout sees that.)
+    assert_ne!(report.verdict, Verdict::Valid, "{report:#?}");
+    assert!(
+        report.problems.iter().any(|p| p.contains("more than 1%")),
+        "{:?}",
+        report.problems
+    );
+    let history = read_history(&run_dir.path().join("history.jsonl")).unwrap();
     assert!(history.iter().any(|e| matches!(
         e,
         Event::Complete { outcome: Outcome::Indeterminate, error: Some(err), .. } if err.contains("no reply within")
     )));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_adapter_that_exits_or_never_says_hello_cannot_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    // Exits at the fortieth request: a fatal problem; the requests after it are refused.
+    let exits = adapter(
+        dir.path(),
+        "exits.py",
+        r#"
+import json, sys
+print(json.dumps({"protocol": 1}), flush=True)
+for n, line in enumerate(sys.stdin, 1):
+    if n == 40:
+        sys.exit(3)
+    print(json.dumps({"id": json.loads(line)["id"], "allowed": False, "count": 0}), flush=True)
+"#,
+    );
+    let (report, run_dir) = run_spec(scenario("steady-control"), &exits, Kind::Process, false)
+        .await
+        .unwrap();
+    let counts = &report.observed.counts;
+    assert!(counts.indeterminate > 0 && counts.errors > 0, "{counts:?}");
+    let problems = adapter_problems(run_dir.path());
+    assert!(
+        has_problem(&problems, "closed its stdout (exited?) during the run", true),
+        "{problems:#?}"
+    );
+    assert_ne!(report.verdict, Verdict::Valid, "{report:#?}");
 
     // No hello: a setup error that says what the adapter must print, before any traffic.
     let mute = adapter(dir.path(), "mute.py", "import sys\nsys.exit(0)\n");
@@ -264,6 +315,248 @@ for n, line in enumerate(sys.stdin, 1):
     assert!(
         text.contains("exited before its hello line") && text.contains("adapter.stderr.log"),
         "{text}"
+    );
+}
+
+// ---- adapters that must not hold a run up, nor pass it ------------------------------------
+
+/// Run steady-control (3.7 s of traffic, ~600 requests) against `spec`, failing if it takes
+/// `secs` or more: an adapter that answers nothing would take ~600 × 5 s / 4 identities if
+/// every request waited for its own reply timeout.
+async fn run_within(spec: &str, secs: u64) -> (Report, tempfile::TempDir) {
+    let started = std::time::Instant::now();
+    let run = run_spec(scenario("steady-control"), spec, Kind::Process, false);
+    let (report, dir) = tokio::time::timeout(std::time::Duration::from_secs(secs), run)
+        .await
+        .unwrap_or_else(|_| panic!("the run of {spec} did not end within {secs} s"))
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert!(elapsed.as_secs() < secs, "{elapsed:?}");
+    assert!(report.observed.wall_ms < secs * 1000, "{}", report.observed.wall_ms);
+    (report, dir)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hung_adapter_is_declared_dead_and_the_run_ends_unknown_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Says hello, reads every request, answers none.
+    let hung = adapter(
+        dir.path(),
+        "hung.py",
+        "import json, sys\nprint(json.dumps({'protocol': 1}), flush=True)\nfor line in sys.stdin:\n    pass\n",
+    );
+    let (report, run_dir) = run_within(&hung, 40).await;
+    assert_eq!(report.verdict, Verdict::Unknown, "{report:#?}");
+    let counts = &report.observed.counts;
+    assert_eq!(counts.allowed + counts.rejected, 0, "{counts:?}");
+    assert!(counts.requests > 500, "every request completed: {counts:?}");
+    let problems = adapter_problems(run_dir.path());
+    assert!(
+        has_problem(
+            &problems,
+            "the adapter is declared dead: it missed 3 replies in a row (none within 5000 ms)",
+            true
+        ),
+        "{problems:#?}"
+    );
+    assert!(
+        report.problems.iter().any(|p| p.contains("declared dead")),
+        "{:?}",
+        report.problems
+    );
+    // Declared dead at the first timeouts (~5 s in): what waited failed then, and the rest
+    // was refused at once rather than waiting 5 s each.
+    let history = read_history(&run_dir.path().join("history.jsonl")).unwrap();
+    let refused = history
+        .iter()
+        .filter(|e| matches!(e, Event::Complete { error: Some(err), .. } if err.contains("not running")))
+        .count();
+    assert!(refused > 400, "{refused} refused: {counts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_line_over_one_mib_declares_the_adapter_dead() {
+    let dir = tempfile::tempdir().unwrap();
+    // Answers ten requests, then prints 8 MiB without a newline and waits.
+    let endless = adapter(
+        dir.path(),
+        "endless.py",
+        r#"
+import json, sys
+print(json.dumps({"protocol": 1}), flush=True)
+for n, line in enumerate(sys.stdin, 1):
+    if n <= 10:
+        print(json.dumps({"id": json.loads(line)["id"], "allowed": False, "count": 0}), flush=True)
+    elif n == 11:
+        sys.stdout.write("x" * (8 << 20))
+        sys.stdout.flush()
+"#,
+    );
+    let (report, run_dir) = run_within(&endless, 40).await;
+    assert_eq!(report.verdict, Verdict::Unknown, "{report:#?}");
+    let problems = adapter_problems(run_dir.path());
+    assert!(
+        has_problem(
+            &problems,
+            "the adapter is declared dead: it printed a line longer than 1 MiB, the cap on a line",
+            true
+        ),
+        "{problems:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hello_over_one_mib_is_a_start_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // A hello of 2 MiB, a valid JSON object otherwise.
+    let big_hello = adapter(
+        dir.path(),
+        "big_hello.py",
+        r#"
+import json, sys
+sys.stderr.write("about to say a long hello\n")
+print(json.dumps({"protocol": 1, "name": "x" * (2 << 20)}), flush=True)
+sys.stdin.readline()
+"#,
+    );
+    let text = match limiter_harness_tests::try_run_spec(scenario("steady-control"), &big_hello, Kind::Process).await {
+        Ok(report) => panic!("a hello over the cap started a run (verdict {})", report.verdict.name()),
+        Err(e) => e.to_string(),
+    };
+    for needle in [
+        "its first line exceeds 1 MiB",
+        "adapter.stderr.log",
+        "about to say a long hello",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_arrays_are_never_admissions() {
+    let dir = tempfile::tempdir().unwrap();
+    // A JSON array a struct could be read from field by field: id, allowed, count, ...
+    let arrays = adapter(
+        dir.path(),
+        "arrays.py",
+        r#"
+import json, sys
+print(json.dumps({"protocol": 1}), flush=True)
+for line in sys.stdin:
+    print(json.dumps([json.loads(line)["id"], True, 3, None, False, None]), flush=True)
+"#,
+    );
+    let (report, run_dir) = run_within(&arrays, 40).await;
+    assert_eq!(report.observed.counts.allowed, 0, "{:?}", report.observed.counts);
+    assert_eq!(report.verdict, Verdict::Unknown, "{report:#?}");
+    let problems = adapter_problems(run_dir.path());
+    assert!(
+        has_problem(
+            &problems,
+            "the adapter is declared dead: it printed a line that is not a reply line (a JSON array, not an object)",
+            true
+        ),
+        "{problems:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn negative_counts_are_never_admissions() {
+    let dir = tempfile::tempdir().unwrap();
+    let negative = adapter(
+        dir.path(),
+        "negative.py",
+        r#"
+import json, sys
+print(json.dumps({"protocol": 1}), flush=True)
+for line in sys.stdin:
+    print(json.dumps({"id": json.loads(line)["id"], "allowed": True, "count": -1}), flush=True)
+"#,
+    );
+    let (report, run_dir) = run_within(&negative, 40).await;
+    let counts = &report.observed.counts;
+    assert_eq!(counts.allowed, 0, "{counts:?}");
+    assert_eq!(counts.errors, counts.requests, "{counts:?}");
+    assert_eq!(report.verdict, Verdict::Unknown, "{report:#?}");
+    let problems = adapter_problems(run_dir.path());
+    assert!(
+        has_problem(&problems, "a negative `count` (-1)", false),
+        "{problems:#?}"
+    );
+    let share = format!(
+        "{0} of {0} replies were protocol violations (more than 1%)",
+        counts.requests
+    );
+    assert!(has_problem(&problems, &share, true), "{share}: {problems:#?}");
+}
+
+/// A correct fixed window (examples/python/fixed_window_fixed.py) deciding one request in
+/// ten; the other nine get `malformed` (with `%d` for the id) and never reach Redis.
+fn nine_in_ten(dir: &std::path::Path, name: &str, malformed: &str) -> String {
+    let source = format!(
+        r#"
+import json, os, sys
+sys.path.insert(0, {examples:?})
+import redis
+from adapter import Request, limit_and_window
+from fixed_window_fixed import decide
+client = redis.Redis.from_url(os.environ["REDIS_URL"], socket_timeout=2)
+limit, window_ms = limit_and_window()
+print(json.dumps({{"protocol": 1}}), flush=True)
+for n, line in enumerate(sys.stdin, 1):
+    m = json.loads(line)
+    if n % 10:
+        print({malformed:?} % m["id"], flush=True)
+        continue
+    allowed, count = decide(client, Request(m["id"], m["identity"], m["key"]), limit, window_ms)
+    print(json.dumps({{"id": m["id"], "allowed": allowed, "count": count}}), flush=True)
+"#,
+        examples = example("python").display().to_string(),
+    );
+    python("fixed_window_fixed"); // asserts redis-py is installed
+    adapter(dir, name, &source)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_adapter_answering_nine_in_ten_with_malformed_lines_is_unknown_not_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    // Malformed objects that name their request: each fails at once as an error.
+    let spec = nine_in_ten(dir.path(), "nine_malformed.py", r#"{"id": %d, "allowed": "yes"}"#);
+    let (report, run_dir) = run_within(&spec, 40).await;
+    let counts = &report.observed.counts;
+    assert!(counts.allowed > 0, "the tenth requests were decided: {counts:?}");
+    assert!(counts.errors * 10 >= counts.requests * 8, "{counts:?}");
+    // Nothing the checks saw was wrong: only the share of violations keeps it from passing.
+    assert_eq!(report.verdict, Verdict::Unknown, "{report:#?}");
+    assert!(
+        report.invariants.iter().all(|c| c.verdict == Verdict::Unknown),
+        "{report:#?}"
+    );
+    let share = "replies were protocol violations (more than 1%)";
+    assert!(
+        report.invariants.iter().any(|c| c.summary.contains(share)),
+        "{report:#?}"
+    );
+    assert!(
+        report.problems.iter().any(|p| p.contains(share)),
+        "{:?}",
+        report.problems
+    );
+    let problems = adapter_problems(run_dir.path());
+    assert!(!has_problem(&problems, "declared dead", true), "{problems:#?}");
+
+    // Lines that are not JSON at all: declared dead at the first.
+    let spec = nine_in_ten(dir.path(), "nine_garbage.py", "{\"id\": %d, \"allowed\": tru");
+    let (report, run_dir) = run_within(&spec, 40).await;
+    assert_eq!(report.verdict, Verdict::Unknown, "{report:#?}");
+    let problems = adapter_problems(run_dir.path());
+    assert!(
+        has_problem(
+            &problems,
+            "the adapter is declared dead: it printed a line that is not a reply line (not JSON",
+            true
+        ),
+        "{problems:#?}"
     );
 }
 

@@ -3,9 +3,14 @@
 //!
 //! The harness starts the process once per run with `REDIS_URL` pointing at its fault
 //! proxy, so every command the limiter sends crosses the proxy, where the nemesis strikes
-//! and the wire log is kept. Protocol violations (bad JSON, unknown id, no reply in time,
-//! the process exiting) become problems in the history and indeterminate or error
-//! completions, never a crash and never an admission.
+//! and the wire log is kept. Protocol violations (a malformed reply, an unknown id, no reply
+//! in time) become problems in the history and indeterminate or error completions, never a
+//! crash and never an admission; more than 1% of them make the run unknown. An adapter that
+//! prints a line that is no reply at all (or one over 1 MiB) or misses 3 replies in a row is
+//! declared dead at once, and one that exits is gone: a fatal problem, every request waiting
+//! fails, later ones are refused.
+
+mod reply;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,10 +23,15 @@ use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 use redis::{ErrorKind, RedisError, RedisResult};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
+use self::reply::{
+    Answer, LINE_MAX, LINE_MAX_TEXT, Line, MISSED_IN_ROW_MAX, Parsed, Tally, indeterminate, interpret, parse_reply,
+    read_line_capped, violation,
+};
 use super::{Algorithm, Decision, Limiter, LimiterEnv, Plant, Wire};
 use crate::clock::RunClock;
 use crate::error::SetupError;
@@ -166,26 +176,175 @@ struct PlantLine<'a> {
     key: &'a str,
 }
 
-/// One reply, adapter → harness.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReplyLine {
-    id: u64,
-    #[serde(default)]
-    allowed: Option<bool>,
-    #[serde(default)]
-    count: Option<i64>,
-    #[serde(default)]
-    error: Option<String>,
-    /// The adapter does not know whether its command took effect (a lost reply).
-    #[serde(default)]
-    indeterminate: bool,
-    /// The answer to a `plant` message: what it wrote.
-    #[serde(default)]
-    planted: Option<String>,
+/// Where a reply goes: the request waiting for it.
+type Waiter = oneshot::Sender<RedisResult<Answer>>;
+
+/// What the session and the task reading the adapter's replies share.
+struct Adapter {
+    pending: Mutex<HashMap<u64, Waiter>>,
+    /// Set when the adapter has gone (exited, or declared dead): later requests fail at once.
+    gone: Mutex<Option<String>>,
+    /// Set once the harness has asked it to exit: its going is no failure then.
+    stopping: AtomicBool,
+    tally: Mutex<Tally>,
+    pgid: Option<i32>,
+    recorder: Recorder,
+    clock: RunClock,
 }
 
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<RedisResult<ReplyLine>>>>>;
+impl Adapter {
+    fn problem(&self, detail: String, fatal: bool) {
+        self.recorder.record(Event::Problem {
+            t_us: self.clock.now_us(),
+            source: "exec-adapter".into(),
+            detail,
+            fatal,
+        });
+    }
+
+    /// A waiting place for the reply to `id`, unless the adapter has gone.
+    fn enlist(&self, id: u64) -> RedisResult<oneshot::Receiver<RedisResult<Answer>>> {
+        let (tx, rx) = oneshot::channel();
+        // Checked under the pending lock, which `end` holds while it drains: a request is
+        // either drained or refused, never left waiting.
+        let mut pending = self.pending.lock().expect("pending lock");
+        if let Some(why) = self.gone.lock().expect("gone lock").clone() {
+            return Err(RedisError::from((ErrorKind::Client, "the adapter is not running", why)));
+        }
+        pending.insert(id, tx);
+        Ok(rx)
+    }
+
+    fn withdraw(&self, id: u64) -> Option<Waiter> {
+        self.pending.lock().expect("pending lock").remove(&id)
+    }
+
+    /// The adapter's part in the run is over: it went away (`dead` = false) or it is declared
+    /// dead (and its process group killed). During the run that is a fatal problem. Every
+    /// request waiting fails as indeterminate; later ones are refused. Only the first call counts.
+    fn end(&self, reason: &str, dead: bool) {
+        let during_run = !self.stopping.load(Ordering::Acquire);
+        let mut pending = self.pending.lock().expect("pending lock");
+        let mut gone = self.gone.lock().expect("gone lock");
+        if gone.is_some() {
+            return;
+        }
+        let headline = if dead {
+            format!("the adapter is declared dead: {reason}")
+        } else {
+            reason.to_owned()
+        };
+        self.problem(
+            if during_run && !dead {
+                format!("{headline} during the run")
+            } else {
+                headline.clone()
+            },
+            during_run,
+        );
+        if dead && during_run {
+            kill_group(self.pgid);
+        }
+        for (_, waiter) in pending.drain() {
+            let _ = waiter.send(Err(indeterminate(format!("{headline} (before replying)"))));
+        }
+        *gone = Some(headline);
+    }
+
+    /// Route one line of the adapter's stdout; `Err` when it is no reply at all (the adapter
+    /// is then declared dead, with that reason).
+    fn route(&self, line: &[u8]) -> Result<(), String> {
+        if line.trim_ascii().is_empty() {
+            return Ok(());
+        }
+        match parse_reply(line) {
+            Parsed::NotAReply(why) => Err(format!(
+                "it printed a line that is not a reply line ({why}): `{}`",
+                cut(&String::from_utf8_lossy(line))
+            )),
+            Parsed::Malformed { id, why } => {
+                let quoted = cut(&String::from_utf8_lossy(line));
+                self.violated(id, format!("a malformed reply ({why}): `{quoted}`"));
+                Ok(())
+            }
+            Parsed::Reply(reply) => {
+                let id = reply.id;
+                match interpret(reply) {
+                    Ok(answer) => self.answer(id, answer),
+                    Err(why) => self.violated(id, why),
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A well-formed reply: to the request waiting for it, if any.
+    fn answer(&self, id: u64, answer: RedisResult<Answer>) {
+        match self.withdraw(id) {
+            Some(waiter) => {
+                self.tally.lock().expect("tally lock").good();
+                let _ = waiter.send(answer);
+            }
+            None => self.unsolicited(id, None),
+        }
+    }
+
+    /// A reply that breaks the protocol: the request waiting for it (if any) fails as an error.
+    fn violated(&self, id: u64, why: String) {
+        match self.withdraw(id) {
+            Some(waiter) => {
+                self.tally.lock().expect("tally lock").violation();
+                self.problem(format!("protocol violation: the reply to request #{id}: {why}"), false);
+                let _ = waiter.send(Err(violation(why)));
+            }
+            None => self.unsolicited(id, Some(&why)),
+        }
+    }
+
+    /// A reply to no waiting request: a violation, recorded while there have not been many.
+    fn unsolicited(&self, id: u64, why: Option<&str>) {
+        let Some(note) = self.tally.lock().expect("tally lock").unsolicited() else {
+            return;
+        };
+        let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+        self.problem(
+            format!("protocol violation: a reply for unknown or finished request id {id}{why}{note}"),
+            false,
+        );
+    }
+
+    /// A reply not sent (or a request not read) in time: a violation, and after
+    /// [`MISSED_IN_ROW_MAX`] in a row the adapter is declared dead.
+    fn missed(&self, detail: String) {
+        let dead = self.tally.lock().expect("tally lock").missed();
+        self.problem(detail, false);
+        if dead {
+            self.end(
+                &format!(
+                    "it missed {MISSED_IN_ROW_MAX} replies in a row (none within {} ms)",
+                    REPLY_TIMEOUT.as_millis()
+                ),
+                true,
+            );
+        }
+    }
+
+    /// No reply to `id` in time. The reply may have come (or the adapter been declared dead)
+    /// as the time ran out: then that is the answer.
+    async fn timed_out(&self, id: u64, rx: oneshot::Receiver<RedisResult<Answer>>) -> RedisResult<Answer> {
+        if self.withdraw(id).is_none() {
+            return rx
+                .await
+                .unwrap_or_else(|_| Err(indeterminate("the adapter went away before replying".into())));
+        }
+        let detail = format!(
+            "protocol violation: no reply within {} ms to request #{id}",
+            REPLY_TIMEOUT.as_millis()
+        );
+        self.missed(detail.clone());
+        Err(indeterminate(detail))
+    }
+}
 
 /// A running adapter process.
 pub struct ExecSession {
@@ -198,14 +357,10 @@ pub struct ExecSession {
     plants: bool,
     next_plant_id: AtomicU64,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
-    pending: Pending,
-    /// Set when the process has gone: later requests fail at once.
-    gone: Arc<Mutex<Option<String>>>,
+    adapter: Arc<Adapter>,
+    reader: Mutex<Option<JoinHandle<()>>>,
     child: Mutex<Option<Child>>,
     pgid: Option<i32>,
-    stopping: Arc<AtomicBool>,
-    recorder: Recorder,
-    clock: RunClock,
 }
 
 impl ExecSession {
@@ -218,26 +373,24 @@ impl ExecSession {
         let stderr_path: PathBuf = env.report_dir.join("adapter.stderr.log");
         let mut child = start_process(spec, env, &stderr_path)?;
         let pgid = child.id().map(|p| p as i32);
-        let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-        let hello = match read_hello(&mut child, &mut lines, &stderr_path).await {
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let hello = match read_hello(&mut child, &mut stdout, &stderr_path).await {
             Ok(hello) => hello,
             Err(reason) => {
                 kill_group(pgid);
                 return Err(fail(reason));
             }
         };
-        let stdin = child.stdin.take();
-        let pending: Pending = Arc::default();
-        let gone: Arc<Mutex<Option<String>>> = Arc::default();
-        let stopping = Arc::new(AtomicBool::new(false));
-        tokio::spawn(read_replies(
-            lines,
-            Arc::clone(&pending),
-            Arc::clone(&gone),
-            Arc::clone(&stopping),
-            env.recorder.clone(),
-            env.clock,
-        ));
+        let adapter = Arc::new(Adapter {
+            pending: Mutex::default(),
+            gone: Mutex::default(),
+            stopping: AtomicBool::new(false),
+            tally: Mutex::default(),
+            pgid,
+            recorder: env.recorder.clone(),
+            clock: env.clock,
+        });
+        let reader = tokio::spawn(read_replies(stdout, Arc::clone(&adapter)));
         let name = hello
             .name
             .map_or_else(|| spec.name.clone(), |n| format!("{} ({n})", spec.name));
@@ -250,31 +403,29 @@ impl ExecSession {
             ttl_max_windows: hello.ttl_max_windows,
             plants: hello.plant,
             next_plant_id: AtomicU64::new(PLANT_IDS_FROM),
-            stdin: tokio::sync::Mutex::new(stdin),
-            pending,
-            gone,
+            stdin: tokio::sync::Mutex::new(child.stdin.take()),
+            adapter,
+            reader: Mutex::new(Some(reader)),
             child: Mutex::new(Some(child)),
             pgid,
-            stopping,
-            recorder: env.recorder.clone(),
-            clock: env.clock,
         })
     }
 
-    /// Send one line carrying `id` and wait for the adapter's reply to it.
-    async fn exchange(&self, id: u64, mut line: Vec<u8>) -> RedisResult<ReplyLine> {
-        let (tx, rx) = oneshot::channel();
-        {
-            // Checked under the pending lock, which the reader holds while it drains: a
-            // request is either drained or refused, never left waiting.
-            let mut pending = self.pending.lock().expect("pending lock");
-            if let Some(why) = self.gone.lock().expect("gone lock").clone() {
-                return Err(RedisError::from((ErrorKind::Client, "the adapter is not running", why)));
-            }
-            pending.insert(id, tx);
+    /// Send one line carrying `id` and wait for the adapter's answer to it.
+    async fn exchange(&self, id: u64, line: Vec<u8>) -> RedisResult<Answer> {
+        let mut rx = self.adapter.enlist(id)?;
+        self.send(id, line).await?;
+        match tokio::time::timeout(REPLY_TIMEOUT, &mut rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(indeterminate("the adapter went away before replying".into())),
+            Err(_) => self.adapter.timed_out(id, rx).await,
         }
+    }
+
+    /// Write one line to the adapter. An adapter that stops reading fills the pipe: the
+    /// write gives up with the reply, and counts as a missed reply.
+    async fn send(&self, id: u64, mut line: Vec<u8>) -> RedisResult<()> {
         line.push(b'\n');
-        // An adapter that stops reading fills the pipe: the write gives up with the reply.
         let written = tokio::time::timeout(REPLY_TIMEOUT, async {
             let mut stdin = self.stdin.lock().await;
             match stdin.as_mut() {
@@ -282,33 +433,36 @@ impl ExecSession {
                 None => Err(std::io::Error::other("stdin closed")),
             }
         })
-        .await
-        .unwrap_or_else(|_| Err(std::io::Error::other("the adapter has not read its stdin for 5 s")));
-        if let Err(e) = written {
-            self.pending.lock().expect("pending lock").remove(&id);
-            return Err(RedisError::from((
-                ErrorKind::Client,
-                "could not write to the adapter",
-                e.to_string(),
-            )));
-        }
-        match tokio::time::timeout(REPLY_TIMEOUT, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(indeterminate("the adapter went away before replying".into())),
-            Err(_) => {
-                self.pending.lock().expect("pending lock").remove(&id);
-                let detail = format!(
-                    "protocol violation: no reply within {} ms to request #{id}",
+        .await;
+        let (error, stalled) = match written {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => (e.to_string(), false),
+            Err(_) => (
+                format!(
+                    "the adapter has not read its stdin for {} ms",
                     REPLY_TIMEOUT.as_millis()
-                );
-                self.recorder.record(Event::Problem {
-                    t_us: self.clock.now_us(),
-                    source: "exec-adapter".into(),
-                    detail: detail.clone(),
-                    fatal: false,
-                });
-                Err(indeterminate(detail))
-            }
+                ),
+                true,
+            ),
+        };
+        if self.adapter.withdraw(id).is_some() && stalled {
+            self.adapter
+                .missed(format!("protocol violation: request #{id} not read: {error}"));
+        }
+        Err(RedisError::from((
+            ErrorKind::Client,
+            "could not write to the adapter",
+            error,
+        )))
+    }
+
+    /// Let the reply reader see the end of the adapter's stdout (its group is gone by now).
+    async fn finish_reader(&self) {
+        let reader = self.reader.lock().expect("reader lock").take();
+        if let Some(mut reader) = reader
+            && tokio::time::timeout(Duration::from_secs(2), &mut reader).await.is_err()
+        {
+            reader.abort();
         }
     }
 }
@@ -340,34 +494,49 @@ fn start_process(spec: &ExecSpec, env: &LimiterEnv, stderr_path: &Path) -> Resul
 /// The adapter's first line, validated; the error says why not, quoting its stderr.
 async fn read_hello(
     child: &mut Child,
-    lines: &mut Lines<BufReader<ChildStdout>>,
+    stdout: &mut BufReader<ChildStdout>,
     stderr_path: &Path,
 ) -> Result<Hello, String> {
-    let hello = match tokio::time::timeout(HELLO_TIMEOUT, lines.next_line()).await {
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_line_capped(stdout, LINE_MAX)).await {
         Err(_) => Err(format!(
             "no hello line within {} s (the adapter must first print {{\"protocol\": 1}})",
             HELLO_TIMEOUT.as_secs()
         )),
-        Ok(Ok(None)) | Ok(Err(_)) => {
-            // Its stdout is closed but it may still run (stdout redirected): let it see
-            // EOF on stdin, give it a moment; the group is killed by the caller either way.
-            drop(child.stdin.take());
-            let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
-                Ok(Ok(status)) => status.to_string(),
-                _ => "still running with its stdout closed".to_owned(),
-            };
-            Err(format!("the adapter exited before its hello line ({status})"))
-        }
-        Ok(Ok(Some(line))) => serde_json::from_str::<Hello>(&line).map_err(|e| {
-            format!(
-                "its first line is not a hello ({{\"protocol\": 1, ...}}): {e}: `{}`",
-                cut(&line)
-            )
-        }),
+        Ok(Ok(Line::TooLong)) => Err(format!(
+            "its first line exceeds {LINE_MAX_TEXT}, the cap on a line (a hello is one JSON object: {{\"protocol\": 1, ...}})"
+        )),
+        Ok(Ok(Line::Eof) | Err(_)) => Err(exited_before_hello(child).await),
+        Ok(Ok(Line::Text(line))) => parse_hello(&line),
     };
     hello
         .and_then(|h| h.validate().map(|()| h))
         .map_err(|reason| format!("{reason}; {}", stderr_hint(stderr_path)))
+}
+
+/// Its stdout is closed but it may still run (stdout redirected): let it see EOF on stdin,
+/// give it a moment; the group is killed by the caller either way.
+async fn exited_before_hello(child: &mut Child) -> String {
+    drop(child.stdin.take());
+    let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+        Ok(Ok(status)) => status.to_string(),
+        _ => "still running with its stdout closed".to_owned(),
+    };
+    format!("the adapter exited before its hello line ({status})")
+}
+
+/// A hello is a JSON object (serde would read an array such as `[1]` field by field).
+fn parse_hello(line: &[u8]) -> Result<Hello, String> {
+    let not_hello = |e: String| {
+        format!(
+            "its first line is not a hello ({{\"protocol\": 1, ...}}): {e}: `{}`",
+            cut(&String::from_utf8_lossy(line))
+        )
+    };
+    let value = serde_json::from_slice::<serde_json::Value>(line).map_err(|e| not_hello(e.to_string()))?;
+    if !value.is_object() {
+        return Err(not_hello("not a JSON object".into()));
+    }
+    serde_json::from_value::<Hello>(value).map_err(|e| not_hello(e.to_string()))
 }
 
 /// "its stderr is in PATH", with its last lines when it wrote any (read from its last 8 KB).
@@ -396,100 +565,29 @@ fn stderr_tail(path: &Path) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Route each reply line to the request waiting for it until the adapter's stdout closes;
-/// then fail every request still waiting.
-async fn read_replies(
-    mut lines: Lines<BufReader<ChildStdout>>,
-    pending: Pending,
-    gone: Arc<Mutex<Option<String>>>,
-    stopping: Arc<AtomicBool>,
-    recorder: Recorder,
-    clock: RunClock,
-) {
-    let problem = |detail: String, fatal: bool| {
-        recorder.record(Event::Problem {
-            t_us: clock.now_us(),
-            source: "exec-adapter".into(),
-            detail,
-            fatal,
-        });
-    };
-    let end = loop {
-        let line = match lines.next_line().await {
-            Ok(Some(line)) => line,
-            Ok(None) => break "the adapter closed its stdout (exited?)".to_owned(),
-            Err(e) => break format!("reading the adapter's stdout failed: {e}"),
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let reply = match serde_json::from_str::<ReplyLine>(&line) {
-            Ok(r) => r,
-            Err(e) => {
-                problem(
-                    format!("protocol violation: not a reply line ({e}): `{}`", cut(&line)),
-                    false,
-                );
-                continue;
+/// Route each reply line to the request waiting for it until the adapter's stdout closes or
+/// the adapter is declared dead; then fail every request still waiting.
+async fn read_replies(mut stdout: BufReader<ChildStdout>, adapter: Arc<Adapter>) {
+    let (end, dead) = loop {
+        match read_line_capped(&mut stdout, LINE_MAX).await {
+            Ok(Line::Text(line)) => {
+                if let Err(reason) = adapter.route(&line) {
+                    break (reason, true);
+                }
             }
-        };
-        let Some(waiter) = pending.lock().expect("pending lock").remove(&reply.id) else {
-            problem(
-                format!(
-                    "protocol violation: a reply for unknown or finished request id {}",
-                    reply.id
-                ),
-                false,
-            );
-            continue;
-        };
-        let _ = waiter.send(Ok(reply));
+            Ok(Line::TooLong) => {
+                break (
+                    format!("it printed a line longer than {LINE_MAX_TEXT}, the cap on a line"),
+                    true,
+                );
+            }
+            Ok(Line::Eof) => break ("the adapter closed its stdout (exited?)".to_owned(), false),
+            Err(e) => break (format!("reading its stdout failed: {e}"), true),
+        }
     };
     // Going away before the harness asked it to is the adapter's failure: what it would have
     // decided afterwards is unknown, so the run cannot pass.
-    let during_run = !stopping.load(Ordering::Acquire);
-    problem(
-        if during_run {
-            format!("{end} during the run")
-        } else {
-            end.clone()
-        },
-        during_run,
-    );
-    let mut pending = pending.lock().expect("pending lock");
-    *gone.lock().expect("gone lock") = Some(end.clone());
-    for (_, waiter) in pending.drain() {
-        let _ = waiter.send(Err(indeterminate(format!("{end} before replying"))));
-    }
-}
-
-fn decision(reply: ReplyLine) -> RedisResult<Decision> {
-    if let Some(error) = reply.error {
-        return Err(if reply.indeterminate {
-            indeterminate(format!("the adapter reported: {error}"))
-        } else {
-            RedisError::from((ErrorKind::Client, "the adapter reported an error", error))
-        });
-    }
-    if reply.indeterminate {
-        return Err(indeterminate("the adapter says the outcome is unknown".into()));
-    }
-    match reply.allowed {
-        Some(allowed) => Ok(Decision {
-            allowed,
-            count: reply.count,
-        }),
-        None => Err(RedisError::from((
-            ErrorKind::Client,
-            "protocol violation",
-            "a reply with neither `allowed` nor `error`".to_owned(),
-        ))),
-    }
-}
-
-/// An outcome the harness cannot know (classified Indeterminate by the driver).
-fn indeterminate(detail: String) -> RedisError {
-    RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, detail))
+    adapter.end(&end, dead);
 }
 
 fn cut(line: &str) -> String {
@@ -514,6 +612,9 @@ impl Drop for ExecSession {
     fn drop(&mut self) {
         if self.child.get_mut().is_ok_and(|c| c.is_some()) {
             kill_group(self.pgid);
+        }
+        if let Some(reader) = self.reader.get_mut().ok().and_then(Option::take) {
+            reader.abort();
         }
     }
 }
@@ -574,19 +675,9 @@ impl Limiter for ExecSession {
             key,
         })
         .expect("a plant line serializes");
-        let reply = self.exchange(id, line).await?;
-        match (reply.planted, reply.error) {
-            (_, Some(error)) => Err(RedisError::from((
-                ErrorKind::Client,
-                "the adapter could not plant",
-                error,
-            ))),
-            (Some(planted), None) => Ok(Plant::Planted(planted)),
-            (None, None) => Err(RedisError::from((
-                ErrorKind::Client,
-                "protocol violation",
-                "a reply to `plant` with neither `planted` nor `error`".to_owned(),
-            ))),
+        match self.exchange(id, line).await? {
+            Answer::Planted(planted) => Ok(Plant::Planted(planted)),
+            Answer::Decision(_) => Err(violation("a decision in reply to `plant`".into())),
         }
     }
 
@@ -599,11 +690,15 @@ impl Limiter for ExecSession {
             cost: 1,
         })
         .expect("a request line serializes");
-        decision(self.exchange(req.id, line).await?)
+        match self.exchange(req.id, line).await? {
+            Answer::Decision(decision) => Ok(decision),
+            Answer::Planted(_) => Err(violation("`planted` in reply to a request".into())),
+        }
     }
 
+    /// Called before the history is finished: problems recorded here count.
     async fn stop(&self) {
-        self.stopping.store(true, Ordering::Release);
+        self.adapter.stopping.store(true, Ordering::Release);
         // EOF on stdin asks the adapter to exit; it gets a moment, then the group is killed
         // (with what it started). Once reaped, its group id may be reused: no more signals.
         self.stdin.lock().await.take();
@@ -619,6 +714,11 @@ impl Limiter for ExecSession {
                 kill_group(self.pgid);
             }
         }
+        self.finish_reader().await;
+        let tally = *self.adapter.tally.lock().expect("tally lock");
+        if let Some(excess) = tally.excess() {
+            self.adapter.problem(excess, true);
+        }
     }
 }
 
@@ -627,9 +727,7 @@ mod tests {
     use super::*;
 
     fn hello(json: &str) -> Result<(), String> {
-        serde_json::from_str::<Hello>(json)
-            .map_err(|e| e.to_string())?
-            .validate()
+        parse_hello(json.as_bytes())?.validate()
     }
 
     #[test]
@@ -652,6 +750,114 @@ mod tests {
             hello(r#"{"protocol": 1, "keyz": []}"#)
                 .unwrap_err()
                 .contains("unknown field")
+        );
+        // Serde reads a sequence into a struct field by field: not for a hello.
+        assert!(hello("[1]").unwrap_err().contains("not a JSON object"));
+        assert!(hello("[1, null, null, null, null, null, false]").is_err());
+    }
+
+    fn adapter() -> (Arc<Adapter>, crate::history::RecorderHandle) {
+        let (recorder, handle) = Recorder::in_memory();
+        let adapter = Arc::new(Adapter {
+            pending: Mutex::default(),
+            gone: Mutex::default(),
+            stopping: AtomicBool::new(false),
+            tally: Mutex::default(),
+            pgid: None,
+            recorder,
+            clock: RunClock::start(),
+        });
+        (adapter, handle)
+    }
+
+    /// The problems recorded: (detail, fatal).
+    fn problems(adapter: Arc<Adapter>, handle: crate::history::RecorderHandle) -> Vec<(String, bool)> {
+        drop(adapter);
+        handle
+            .finish()
+            .0
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Problem { detail, fatal, .. } => Some((detail, fatal)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_line_that_is_no_reply_declares_the_adapter_dead_at_once() {
+        let (adapter, handle) = adapter();
+        let waiting = [adapter.enlist(5).unwrap(), adapter.enlist(6).unwrap()];
+        let reason = adapter.route(b"[5, true, 3, null, false, null]").unwrap_err();
+        assert!(reason.contains("not a reply line (a JSON array"), "{reason}");
+        adapter.end(&reason, true);
+        for rx in waiting {
+            let error = rx.await.unwrap().unwrap_err();
+            assert!(error.is_timeout(), "indeterminate: {error}");
+            assert!(error.to_string().contains("declared dead"), "{error}");
+        }
+        let refused = adapter.enlist(7).unwrap_err();
+        assert!(refused.to_string().contains("not running"), "{refused}");
+        adapter.end("the adapter closed its stdout (exited?)", false);
+        let problems = problems(adapter, handle);
+        assert_eq!(problems.len(), 1, "only the first end counts: {problems:?}");
+        assert!(
+            problems[0]
+                .0
+                .starts_with("the adapter is declared dead: it printed a line that is not a reply line")
+        );
+        assert!(problems[0].1, "fatal");
+    }
+
+    #[tokio::test]
+    async fn replies_without_a_decision_fail_their_request_as_errors_and_are_counted() {
+        let (adapter, handle) = adapter();
+        for (id, line) in [
+            (5, r#"{"id": 5, "allowd": true}"#),
+            (6, r#"{"id": 6, "allowed": true, "count": -2}"#),
+            (7, r#"{"id": 7, "count": 2}"#),
+        ] {
+            let rx = adapter.enlist(id).unwrap();
+            adapter.route(line.as_bytes()).unwrap();
+            let error = rx.await.unwrap().unwrap_err();
+            assert!(!error.is_timeout(), "an error, not indeterminate: {error}");
+            assert!(error.to_string().contains("protocol violation"), "{error}");
+        }
+        let rx = adapter.enlist(8).unwrap();
+        adapter.route(br#"{"id": 8, "allowed": true, "count": 1}"#).unwrap();
+        assert!(matches!(rx.await.unwrap(), Ok(Answer::Decision(d)) if d.allowed));
+        adapter.route(br#"{"id": 8, "allowed": true, "count": 1}"#).unwrap();
+        let tally = *adapter.tally.lock().unwrap();
+        assert_eq!((tally.violations, tally.replies), (4, 5));
+        let problems = problems(adapter, handle);
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(problems.iter().all(|(_, fatal)| !fatal), "{problems:?}");
+        assert!(
+            problems[3].0.contains("unknown or finished request id 8"),
+            "{problems:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn three_missed_replies_in_a_row_declare_the_adapter_dead() {
+        let (adapter, handle) = adapter();
+        let rx = adapter.enlist(1).unwrap();
+        assert!(adapter.timed_out(1, rx).await.unwrap_err().is_timeout());
+        let rx = adapter.enlist(2).unwrap();
+        assert!(adapter.timed_out(2, rx).await.is_err());
+        let waiting = adapter.enlist(4).unwrap();
+        let rx = adapter.enlist(3).unwrap();
+        assert!(adapter.timed_out(3, rx).await.is_err());
+        let error = waiting.await.unwrap().unwrap_err();
+        assert!(error.to_string().contains("missed 3 replies in a row"), "{error}");
+        assert!(adapter.enlist(5).is_err(), "later requests are refused at once");
+        let problems = problems(adapter, handle);
+        let fatal: Vec<_> = problems.iter().filter(|(_, fatal)| *fatal).collect();
+        assert_eq!(fatal.len(), 1, "{problems:?}");
+        assert!(
+            fatal[0]
+                .0
+                .contains("declared dead: it missed 3 replies in a row (none within 5000 ms)")
         );
     }
 }
