@@ -707,3 +707,70 @@ fn clean_restores_the_settings_of_a_killed_reconfiguring_run() {
         text_of(&cleaned)
     );
 }
+
+/// Live processes whose environment carries a run id of harness process `owner`.
+fn adapter_processes_of(owner: i32) -> Vec<String> {
+    let wanted = format!("LIMITER_HARNESS_RUN={owner}-");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()) && !zombie(pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var.starts_with(wanted.as_bytes())))
+        })
+        .collect()
+}
+
+/// An adapter that starts a process outside its process group: the run stops it when it
+/// ends, and after a SIGKILL of the harness `clean` does.
+#[test]
+fn adapter_processes_are_stopped_even_outside_their_process_group() {
+    let escaping = "exec:setsid sleep 300 & exec python3 examples/python/fixed_window_fixed.py";
+    let dir = tempfile::tempdir().unwrap();
+    let out = harness()
+        .args([
+            "run",
+            "steady-control",
+            "-l",
+            escaping,
+            "--backend",
+            "process",
+            "--report-dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0..=2)), "{}", text_of(&out));
+    let finished: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == "sleep\u{0}300\u{0}"))
+        .filter(|pid| !zombie(pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|var| var.starts_with(b"LIMITER_HARNESS_RUN="))
+            })
+        })
+        .collect();
+    assert!(finished.is_empty(), "left running after the run: {finished:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let child = spawn_until_sending(
+        &["run", "steady-control", "-l", escaping, "--backend", "process"],
+        dir.path(),
+    );
+    let pid = child.id() as i32;
+    assert!(
+        adapter_processes_of(pid).len() >= 2,
+        "the adapter and its escaped sleep"
+    );
+    sigkill(child);
+    assert!(!adapter_processes_of(pid).is_empty(), "SIGKILL leaves them");
+    let cleaned = run(&["clean"]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(adapter_processes_of(pid), Vec::<String>::new(), "{}", text_of(&cleaned));
+}

@@ -361,6 +361,9 @@ pub struct ExecSession {
     reader: Mutex<Option<JoinHandle<()>>>,
     child: Mutex<Option<Child>>,
     pgid: Option<i32>,
+    /// The run id in the adapter's environment: whatever it started, in its process group
+    /// or not, is found by it.
+    run_id: String,
 }
 
 impl ExecSession {
@@ -378,6 +381,7 @@ impl ExecSession {
             Ok(hello) => hello,
             Err(reason) => {
                 kill_group(pgid);
+                crate::backend::kill_run_processes(Some(&env.run_id), true, &mut Default::default());
                 return Err(fail(reason));
             }
         };
@@ -408,7 +412,14 @@ impl ExecSession {
             reader: Mutex::new(Some(reader)),
             child: Mutex::new(Some(child)),
             pgid,
+            run_id: env.run_id.clone(),
         })
+    }
+
+    /// Kill the adapter's process group, and whatever it started outside that group.
+    fn kill_everything(&self) {
+        kill_group(self.pgid);
+        crate::backend::kill_run_processes(Some(&self.run_id), true, &mut Default::default());
     }
 
     /// Send one line carrying `id` and wait for the adapter's answer to it.
@@ -475,6 +486,7 @@ fn start_process(spec: &ExecSpec, env: &LimiterEnv, stderr_path: &Path) -> Resul
         .arg(&spec.command)
         .env("REDIS_URL", &env.redis_url)
         .env("LIMITER_HARNESS_PROTOCOL", PROTOCOL_VERSION.to_string())
+        .env(crate::backend::RUN_ENV, &env.run_id)
         .env("LIMIT_REQUESTS_MAX", env.limit.requests_max.to_string())
         .env("LIMIT_WINDOW_MS", env.limit.window_ms.to_string())
         .env("LIMIT_KEY_PREFIX", &env.limit.key_prefix)
@@ -611,7 +623,7 @@ impl Drop for ExecSession {
     /// An interrupted run: the adapter (unless already reaped) and its group go with it.
     fn drop(&mut self) {
         if self.child.get_mut().is_ok_and(|c| c.is_some()) {
-            kill_group(self.pgid);
+            self.kill_everything();
         }
         if let Some(reader) = self.reader.get_mut().ok().and_then(Option::take) {
             reader.abort();
@@ -708,10 +720,10 @@ impl Limiter for ExecSession {
                 .await
                 .is_err()
             {
-                kill_group(self.pgid);
+                self.kill_everything();
                 let _ = child.wait().await;
             } else {
-                kill_group(self.pgid);
+                self.kill_everything();
             }
         }
         self.finish_reader().await;

@@ -52,6 +52,9 @@ pub struct LimiterEnv {
     pub clock: RunClock,
     /// The run's report directory (an adapter's stderr goes there).
     pub report_dir: PathBuf,
+    /// The run's id: an adapter carries it in its environment (`LIMITER_HARNESS_RUN`), so
+    /// that what it starts can be found and stopped.
+    pub run_id: String,
 }
 
 /// What planting an identity's exhausted state came to.

@@ -252,6 +252,7 @@ async fn start_limiter(
             recorder: recorder.clone(),
             clock,
             report_dir: config.report_dir.clone(),
+            run_id: state.run_id.clone(),
         })
         .await?
         .unwrap_or_else(|| Arc::clone(&config.limiter));
@@ -339,8 +340,8 @@ async fn prepare_server(
 fn warn_server_wide(server: &crate::scenario::ServerConfig, state: &mut RunState) {
     let wide: Vec<&str> = server
         .settings
-        .iter()
-        .map(|(name, _)| name.as_str())
+        .keys()
+        .map(String::as_str)
         .filter(|name| name.starts_with("maxmemory"))
         .collect();
     if wide.is_empty() {

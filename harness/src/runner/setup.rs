@@ -81,6 +81,9 @@ impl Servers {
     }
 }
 
+/// Keeps the values a run is about to replace (see [`configure`]).
+pub type SaveSettings<'a> = dyn Fn(&[(String, String)]) -> Result<(), SetupError> + 'a;
+
 /// Apply `config` with CONFIG SET (and the keyspace flags when `with_events`); returns the
 /// settings applied as "name value". The values they replaced go into `previous` one by
 /// one, so that a failure half-way still leaves what to restore, and `save` is given them
@@ -90,7 +93,7 @@ pub async fn configure(
     config: &ServerConfig,
     with_events: bool,
     previous: &mut Vec<(String, String)>,
-    save: &dyn Fn(&[(String, String)]) -> Result<(), SetupError>,
+    save: &SaveSettings<'_>,
 ) -> Result<Vec<String>, SetupError> {
     let mut settings: Vec<(String, String)> = config.settings.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     if with_events {
