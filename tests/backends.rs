@@ -219,6 +219,101 @@ async fn a_server_the_harness_did_not_start_is_left_as_found() {
     server.stop().await;
 }
 
+async fn keys(conn: &mut redis::aio::MultiplexedConnection, pattern: &str) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query_async(conn).await.unwrap();
+    keys.sort();
+    keys
+}
+
+/// On a user's server the run deletes what it created, by name: a user's key under the
+/// cache prefix survives a run that wrote cache entries, and one that wrote none.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_url_backend_deletes_only_the_keys_it_created() {
+    let Some(server) = TestServer::start(Kind::Process).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let dir = tempfile::tempdir().unwrap();
+    let () = redis::cmd("SET")
+        .arg("lh-cache:mine")
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for flood in [
+        "",
+        "[[fault]]\nkind = \"memory-pressure\"\nphase = \"steady-1\"\nvalue_bytes = 64",
+    ] {
+        let allow = !flood.is_empty();
+        let outcome = runner::run(url_run(quiet_scenario(flood), &server.url, dir.path(), allow))
+            .await
+            .unwrap();
+        assert_eq!(outcome.report.verdict, Verdict::Valid, "{:#?}", outcome.report);
+        if allow {
+            assert!(
+                outcome.report.faults.iter().any(|f| f.fired > 0),
+                "{:#?}",
+                outcome.report.faults
+            );
+        }
+        assert_eq!(keys(&mut conn, "*").await, ["lh-cache:mine"], "flood: {flood:?}");
+    }
+    server.stop().await;
+}
+
+/// Another client writing under the limiter's layout during the run: its key is neither
+/// judged as the limiter's nor deleted; the run is unknown and names it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_someone_else_writes_under_the_layout_makes_the_run_unknown_and_is_kept() {
+    let Some(server) = TestServer::start(Kind::Process).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = parse_scenario(
+        Path::new("inline.toml"),
+        "name = \"u\"\n[limit]\nrequests_max = 5\nwindow_ms = 500\nidentities = 2\nkey_prefix = \"harness-test:\"\n[[phase]]\nkind = \"steady\"\nrate_per_s = 50\nduration_ms = 1500\nidentities = [0]\n[check]\ninvariants = [\"ttl-present\", \"admitted-within-limit\"]\n",
+    )
+    .unwrap();
+    let writer = tokio::spawn({
+        let mut conn = server.conn().await;
+        async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let () = redis::cmd("SET")
+                .arg("harness-test:1")
+                .arg("theirs")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+    });
+    let outcome = runner::run(url_run(scenario, &server.url, dir.path(), false))
+        .await
+        .unwrap();
+    writer.await.unwrap();
+    assert_eq!(
+        outcome.report.verdict,
+        Verdict::Unknown,
+        "{:#?}",
+        outcome.report.invariants
+    );
+    assert!(
+        outcome
+            .report
+            .problems
+            .iter()
+            .any(|p| p.contains("harness-test:1") && p.contains("another client")),
+        "{:?}",
+        outcome.report.problems
+    );
+    assert_eq!(
+        keys(&mut conn, "*").await,
+        ["harness-test:1"],
+        "theirs kept, the run's deleted"
+    );
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn allow_reconfigure_applies_the_scenario_and_restores_the_settings() {
     let Some(server) = TestServer::start(Kind::Process).await else {

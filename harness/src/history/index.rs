@@ -329,6 +329,14 @@ impl HistoryIndex {
         }
     }
 
+    /// Drop what the observer saw of `keys` (keys another client wrote): no checker judges them.
+    pub fn forget_keys(&mut self, keys: &std::collections::BTreeSet<String>) {
+        self.keyspace.retain(|key, _| !keys.contains(key));
+        for sample in &mut self.samples {
+            sample.keys.retain(|k| !keys.contains(&k.key));
+        }
+    }
+
     /// Whether the run saw any limiter key at all (by its layout): a request's command named
     /// one, the observer sampled one, the server notified about one, or the setup planted one.
     /// Without that, no verdict about keys, TTLs or windows rests on anything.

@@ -26,6 +26,8 @@ pub struct CacheFlood {
     pub spec: MemoryPressure,
     pub server: ServerRole,
     conn: MultiplexedConnection,
+    /// Names are this prefix and a number.
+    prefix: String,
     value: Vec<u8>,
     next: AtomicU64,
     ok: AtomicU64,
@@ -34,7 +36,9 @@ pub struct CacheFlood {
 }
 
 impl CacheFlood {
-    pub fn new(spec: MemoryPressure, server: ServerRole, conn: MultiplexedConnection) -> Self {
+    /// `prefix`: [`CACHE_PREFIX`] on a server the harness started; on anyone else's, a
+    /// prefix naming the run too, so that the run deletes its own entries by name.
+    pub fn new(spec: MemoryPressure, server: ServerRole, conn: MultiplexedConnection, prefix: String) -> Self {
         let value = b"cold-cache-entry:"
             .iter()
             .copied()
@@ -45,6 +49,7 @@ impl CacheFlood {
             spec,
             server,
             conn,
+            prefix,
             value,
             next: AtomicU64::new(0),
             ok: AtomicU64::new(0),
@@ -53,13 +58,18 @@ impl CacheFlood {
         }
     }
 
+    /// The name of every entry this fault tried to write.
+    pub fn written_keys(&self) -> impl Iterator<Item = String> + '_ {
+        (0..self.next.load(Ordering::Relaxed)).map(|n| format!("{}{n}", self.prefix))
+    }
+
     /// Write this fault's cache entries for one request of its phase.
     pub async fn write_for_request(&self) {
         let mut conn = self.conn.clone();
         for _ in 0..self.spec.writes_per_request {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             let mut set = redis::cmd("SET");
-            set.arg(format!("{CACHE_PREFIX}{n}")).arg(&self.value[..]);
+            set.arg(format!("{}{n}", self.prefix)).arg(&self.value[..]);
             if self.spec.ttl_s > 0 {
                 set.arg("EX").arg(self.spec.ttl_s);
             }

@@ -1,6 +1,6 @@
 //! The traffic part of a run, from connecting to the final audit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,13 +16,13 @@ use super::setup::{Servers, configure, connect, restore, unlink};
 use crate::checker::TtlBound;
 use crate::clock::RunClock;
 use crate::error::SetupError;
-use crate::history::{Event, Recorder, ServerRole};
+use crate::history::{Event, HistoryIndex, Recorder, ServerRole};
 use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, LimiterEnv};
 use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults};
 use crate::observer::{
-    SampleNow, keyspace_events_enabled, read_stats, sample_keys, scan_layout, scan_matching, server_info,
-    spawn_sampler, subscribe_keyspace,
+    SampleNow, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info, spawn_sampler,
+    subscribe_keyspace,
 };
 use crate::proxy::{InFlight, NemesisHook, Proxy};
 use crate::scenario::{CacheTarget, Fault, PhaseKind};
@@ -483,7 +483,12 @@ async fn make_floods(
             (CacheTarget::CacheServer, Some(cache)) => (cache.url().to_owned(), ServerRole::Cache),
             _ => (url.to_owned(), ServerRole::Limiter),
         };
-        let flood = Arc::new(CacheFlood::new(spec.clone(), role, connect(&target_url).await?));
+        let prefix = if config.backend.owns_servers() {
+            CACHE_PREFIX.to_owned()
+        } else {
+            format!("{CACHE_PREFIX}{}:", state.run_id)
+        };
+        let flood = Arc::new(CacheFlood::new(spec.clone(), role, connect(&target_url).await?, prefix));
         state.floods.push(Arc::clone(&flood));
         floods.insert(spec.phase.clone(), flood);
     }
@@ -593,11 +598,31 @@ async fn finish_stats(
     }
 }
 
-/// On a server the harness did not start: delete the run's own keys (the limiter's, by the
-/// run's layout, and the cache entries it wrote) and put back any setting it changed (only
-/// possible with --allow-reconfigure). Called by [`super::run`] on every way out once the
-/// run has written to such a server.
-pub async fn leave_server_as_found(url: &str, layout: &KeyLayout, state: &mut RunState) {
+/// On a server the harness did not start: delete the keys the run created — by name, never
+/// by pattern: the limiter keys its requests named and the setup planted, the cache entries
+/// its faults wrote — and put back any setting it changed (only possible with
+/// --allow-reconfigure). Keys under the layout that none of the run's requests named were
+/// written by someone else: they are left alone, and the run cannot be judged (a fatal
+/// problem names them). Called by [`super::run`] on every way out once the run has written
+/// to such a server, after the history is closed.
+pub async fn leave_server_as_found(url: &str, index: &mut HistoryIndex, state: &mut RunState) {
+    let strangers = strangers(index);
+    if !strangers.is_empty() {
+        index.forget_keys(&strangers);
+        let strangers: Vec<&String> = strangers.iter().collect();
+        index.problems.push((
+            "foreign-keys".into(),
+            format!(
+                "keys of the limiter's layout that none of the run's requests named appeared during the run: {}{} — another client writes there; the run cannot tell its keys from theirs (they were left alone)",
+                strangers.iter().take(3).map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
+                match strangers.len() {
+                    0..=3 => String::new(),
+                    n => format!(" (+{})", n - 3),
+                }
+            ),
+            true,
+        ));
+    }
     let previous = std::mem::take(&mut state.previous_settings);
     let mut conn = match connect(url).await {
         Ok(conn) => conn,
@@ -609,29 +634,31 @@ pub async fn leave_server_as_found(url: &str, layout: &KeyLayout, state: &mut Ru
         }
     };
     let admin = &mut conn;
-    match scan_layout(admin, layout).await {
-        Ok(keys) => {
-            if let Err(e) = unlink(admin, &keys).await {
-                state.problems.push(format!("could not delete the run's keys: {e}"));
-            }
-        }
-        Err(e) => state
-            .problems
-            .push(format!("could not find the run's keys {}: {e}", layout.describe())),
-    }
-    let cache_pattern = format!("{CACHE_PREFIX}*");
-    let deleted = match scan_matching(admin, &cache_pattern).await {
-        Ok(keys) => unlink(admin, &keys).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = deleted {
+    let mut created: Vec<String> = index.by_key.keys().chain(index.planted.keys()).cloned().collect();
+    created.extend(state.floods.iter().flat_map(|f| f.written_keys()));
+    if let Err(e) = unlink(admin, &created).await {
         state
             .problems
-            .push(format!("could not delete the run's cache entries {CACHE_PREFIX}*: {e}"));
+            .push(format!("could not delete the run's {} keys: {e}", created.len()));
     }
     let failed = restore(admin, &previous).await;
     if failed.is_empty() {
         crate::backend::forget_settings(&state.run_id);
     }
     state.problems.extend(failed);
+}
+
+/// Keys of the layout the observer saw that no request named and no setup planted: when the
+/// run learned its limiter's keys from the wire at all (a limiter that builds its keys inside
+/// a script names none, and then nothing tells its keys from another client's).
+fn strangers(index: &HistoryIndex) -> BTreeSet<String> {
+    if index.by_key.is_empty() {
+        return BTreeSet::new();
+    }
+    let ours = |key: &String| index.by_key.contains_key(key) || index.planted.contains_key(key);
+    let mut seen: BTreeSet<String> = index.keyspace.keys().filter(|k| !ours(k)).cloned().collect();
+    for sample in &index.samples {
+        seen.extend(sample.keys.iter().map(|k| &k.key).filter(|k| !ours(k)).cloned());
+    }
+    seen
 }

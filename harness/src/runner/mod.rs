@@ -134,15 +134,17 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         limiter.stop().await;
     }
     let (layout, ttl) = keys_decided(&config, &state);
-    // And a server the harness did not start is left as found, on every way out too.
-    if let Some(url) = state.leave_as_found.take() {
-        execute::leave_server_as_found(&url, &layout, &mut state).await;
-    }
-    let servers_described = servers.describe();
-    let leftovers = servers.stop().await;
     let wall_ms = clock.now_us() / 1000;
     drop(recorder);
     let (events, history_error) = history.finish();
+    let mut index = HistoryIndex::new(events, &layout);
+    // A server the harness did not start is left as found, on every way out too: the keys
+    // the history says the run created are deleted by name.
+    if let Some(url) = state.leave_as_found.take() {
+        execute::leave_server_as_found(&url, &mut index, &mut state).await;
+    }
+    let servers_described = servers.describe();
+    let leftovers = servers.stop().await;
     executed?;
     let judged = Judged {
         layout: &layout,
@@ -150,7 +152,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         servers: servers_described,
         wall_ms,
     };
-    let report = judge(&config, &state, events, judged);
+    let report = judge(&config, &state, index, judged);
     write_report(&report, &config.report_dir)?;
     Ok(RunOutcome {
         report,
@@ -188,9 +190,8 @@ struct Judged<'a> {
 }
 
 /// Check the history against the scenario's invariants and put the report together.
-fn judge(config: &RunConfig, state: &RunState, events: Vec<Event>, judged: Judged<'_>) -> Report {
+fn judge(config: &RunConfig, state: &RunState, index: HistoryIndex, judged: Judged<'_>) -> Report {
     let limiter = state.limiter.as_ref().unwrap_or(&config.limiter);
-    let index = HistoryIndex::new(events, judged.layout);
     let results = checker::check(&CheckInput {
         limit: &config.scenario.limit,
         config: &config.scenario.check,
