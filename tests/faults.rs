@@ -173,7 +173,7 @@ async fn flood(server: &TestServer, s: &Scenario, writes: usize) -> CacheFlood {
     let Fault::MemoryPressure(spec) = s.faults[0].clone() else {
         unreachable!()
     };
-    let flood = CacheFlood::new(spec, ServerRole::Limiter, server.conn().await);
+    let flood = CacheFlood::new(spec, ServerRole::Limiter, server.conn().await, "lh-cache:".into());
     for _ in 0..writes {
         flood.write_for_request().await;
     }

@@ -295,3 +295,200 @@ async fn built_in_faults_land_the_same_through_the_proxy() {
     .unwrap();
     assert_eq!(report.verdict, Verdict::Valid, "{report:#?}");
 }
+
+const MIB: usize = 1 << 20;
+
+/// What a client sending one command saw: the start of a reply, or the connection closed.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Replied(Vec<u8>),
+    Closed,
+}
+
+/// Sends `command` on a fresh connection and waits for the start of its reply or the close.
+async fn send_one(addr: std::net::SocketAddr, command: Vec<u8>) -> Outcome {
+    let exchange = async {
+        let mut socket = TcpStream::connect(addr).await.unwrap();
+        if socket.write_all(&command).await.is_err() {
+            return Outcome::Closed;
+        }
+        let mut buf = [0u8; 64];
+        match socket.read(&mut buf).await {
+            Ok(0) | Err(_) => Outcome::Closed,
+            Ok(n) => Outcome::Replied(buf[..n].to_vec()),
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), exchange)
+        .await
+        .expect("answered or closed, not hung")
+}
+
+/// The problems the hook was told of that contain `needle`, once there are `at_least`.
+async fn problems_naming(hook: &OnGet, needle: &str, at_least: usize) -> Vec<String> {
+    let mut found = Vec::new();
+    for _ in 0..500 {
+        found = hook.problems.lock().unwrap().clone();
+        found.retain(|p| p.contains(needle));
+        if found.len() >= at_least {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    found
+}
+
+/// Waits until the proxy holds at most `bytes` (connections that ended gave theirs back).
+async fn settles_under(proxy: &Proxy, bytes: usize) -> usize {
+    for _ in 0..500 {
+        if proxy.buffered_bytes() <= bytes {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    proxy.buffered_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_memory_budget_bounds_all_connections_together() {
+    const BUDGET: usize = 8 * MIB;
+    let server = TestServer::start(Kind::Process).await.unwrap();
+    let hook = on_get("none", Action::Forward);
+    let proxy = Proxy::start_with_budget(&server.url, hook.clone(), BUDGET)
+        .await
+        .unwrap();
+    assert_eq!(proxy.budget(), BUDGET);
+    // Four clients at once, each with a command over half the budget.
+    let value = vec![b'v'; 5 * MIB];
+    let sends: Vec<_> = (0..4)
+        .map(|i| {
+            let command = Command::new([b"SET".as_slice(), format!("big:{i}").as_bytes(), value.as_slice()]).to_bytes();
+            tokio::spawn(send_one(proxy.addr(), command))
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for send in sends {
+        outcomes.push(send.await.unwrap());
+    }
+    for outcome in &outcomes {
+        if let Outcome::Replied(reply) = outcome {
+            assert!(reply.starts_with(b"+OK\r\n"), "{}", String::from_utf8_lossy(reply));
+        }
+    }
+    let closed = outcomes.iter().filter(|o| **o == Outcome::Closed).count();
+    assert!(closed >= 1, "no connection was closed: {outcomes:?}");
+    let peak = proxy.buffered_bytes_peak();
+    assert!(
+        peak <= BUDGET,
+        "{peak} bytes buffered at once, over the {BUDGET}-byte budget"
+    );
+    assert!(peak > BUDGET / 2, "the large commands were counted: peak {peak}");
+    // Each closed connection is a problem naming the budget.
+    let problems = problems_naming(&hook, "memory budget of 8 MiB", closed).await;
+    assert_eq!(problems.len(), closed, "{problems:?}");
+    assert!(problems[0].contains("closed: buffering"), "{problems:?}");
+
+    // What they held is given back, and the proxy serves a normal client.
+    let held = settles_under(&proxy, MIB).await;
+    assert!(held <= MIB, "{held} bytes still held after the large clients went");
+    let mut conn = client(&proxy.url()).await;
+    let pong: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+    assert_eq!(pong, "PONG");
+    let n: i64 = redis::cmd("INCR").arg("after").query_async(&mut conn).await.unwrap();
+    assert_eq!(n, 1);
+    assert!(proxy.buffered_bytes_peak() <= BUDGET);
+    proxy.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_within_the_budget_passes_and_announced_lengths_are_not_allocated() {
+    const BUDGET: usize = 8 * MIB;
+    let server = TestServer::start(Kind::Process).await.unwrap();
+    let hook = on_get("none", Action::Forward);
+    let proxy = Proxy::start_with_budget(&server.url, hook.clone(), BUDGET)
+        .await
+        .unwrap();
+    // A command announcing a 400 MB value and sending 1 KB of it: the proxy holds what came.
+    let mut announced = TcpStream::connect(proxy.addr()).await.unwrap();
+    announced
+        .write_all(b"*3\r\n$3\r\nSET\r\n$4\r\nhuge\r\n$400000000\r\n")
+        .await
+        .unwrap();
+    announced.write_all(&[b'x'; 1024]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut buf = [0u8; 16];
+    let still_open = tokio::time::timeout(Duration::from_millis(100), announced.read(&mut buf)).await;
+    assert!(still_open.is_err(), "the connection waits for the rest: {still_open:?}");
+    let peak = proxy.buffered_bytes_peak();
+    assert!(peak < MIB, "{peak} bytes buffered for 1 KB received");
+    drop(announced);
+
+    // A 2 MB value, through and back intact, on a delayed reply too.
+    let mut conn = client(&proxy.url()).await;
+    let big: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
+    let () = redis::cmd("SET")
+        .arg("big")
+        .arg(&big)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let back: Vec<u8> = redis::cmd("GET").arg("big").query_async(&mut conn).await.unwrap();
+    assert_eq!(back, big);
+    let peak = proxy.buffered_bytes_peak();
+    assert!(peak > 2_000_000 && peak <= BUDGET, "peak {peak}");
+    proxy.stop().await;
+
+    let proxy = Proxy::start_with_budget(
+        &server.url,
+        on_get("big", Action::DelayReply(Duration::from_millis(100))),
+        BUDGET,
+    )
+    .await
+    .unwrap();
+    let mut conn = client(&proxy.url()).await;
+    let back: Vec<u8> = redis::cmd("GET").arg("big").query_async(&mut conn).await.unwrap();
+    assert_eq!(back, big, "held for its delay, counted, then forwarded");
+    let peak = proxy.buffered_bytes_peak();
+    assert!(
+        peak > 2_000_000 && peak <= BUDGET,
+        "the held reply was counted: peak {peak}"
+    );
+    assert!(hook.problems.lock().unwrap().is_empty());
+    proxy.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_never_reads_its_replies_is_closed_not_grown() {
+    const BUDGET: usize = MIB;
+    let server = TestServer::start(Kind::Process).await.unwrap();
+    let hook = on_get("none", Action::Forward);
+    let proxy = Proxy::start_with_budget(&server.url, hook.clone(), BUDGET)
+        .await
+        .unwrap();
+    // PINGs as fast as the proxy takes them, never a reply read: the replies back up, and
+    // the proxy's queue of replies to come grows until the budget stops it.
+    let mut socket = TcpStream::connect(proxy.addr()).await.unwrap();
+    let batch = b"*1\r\n$4\r\nPING\r\n".repeat(4096);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut sent = 0usize;
+    let closed = loop {
+        if Instant::now() > deadline {
+            break false;
+        }
+        match tokio::time::timeout(Duration::from_secs(30), socket.write_all(&batch)).await {
+            Ok(Ok(())) => sent += batch.len(),
+            Ok(Err(_)) => break true,
+            Err(_) => panic!("the proxy stopped reading without closing after {sent} bytes"),
+        }
+    };
+    assert!(closed, "still open after {sent} bytes of PINGs never answered");
+    let problems = problems_naming(&hook, "memory budget of 1 MiB", 1).await;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(proxy.buffered_bytes_peak() <= BUDGET);
+    let mut conn = client(&proxy.url()).await;
+    let pong: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+    assert_eq!(pong, "PONG");
+    proxy.stop().await;
+    server.stop().await;
+}

@@ -39,6 +39,8 @@
 //! * [`MAX_BULK_LEN`] (512 MiB) for `$ ! =`, [`MAX_AGGREGATE_LEN`] (2^24) elements or pairs per
 //!   aggregate, [`MAX_DEPTH`] (64) nested aggregates, [`MAX_LINE_LEN`] (64 KiB) for a `+ - , (`
 //!   line, [`MAX_INLINE_LEN`] (64 KiB) for an inline command line.
+//!   These bound one frame; a user holding many frames at once (the fault proxy, across its
+//!   connections) bounds their sum itself.
 //! * An incomplete buffer is `Ok(None)` as long as it can still become a valid frame: a number
 //!   with a bad digit, a bad type byte or a missing CRLF after bulk data is reported as soon as it
 //!   is seen.

@@ -106,6 +106,30 @@ fn inline_forms() {
 }
 
 #[test]
+fn an_announced_length_is_only_a_promise() {
+    // A client may announce a value up to MAX_BULK_LEN; until its bytes are there the command
+    // is incomplete, and nothing is built for it (the fault proxy's buffer grows with the bytes
+    // that arrive, within its memory budget).
+    let announce = |len: usize| format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${len}\r\n").into_bytes();
+    let mut buf = announce(resp::MAX_BULK_LEN);
+    buf.extend_from_slice(&[b'x'; 1000]);
+    assert_eq!(command_len(&buf), Ok(None));
+    assert_eq!(parse_command(&buf), Ok(None));
+    // Past the limit it is refused at the header, before any of the data.
+    let over = announce(resp::MAX_BULK_LEN + 1);
+    assert!(matches!(command_len(&over), Err(resp::ParseError::BulkTooLong { .. })));
+    assert!(matches!(
+        parse_command(&over),
+        Err(resp::ParseError::BulkTooLong { .. })
+    ));
+    // What the announcement promised, kept: a complete command.
+    let mut kept = announce(3);
+    kept.extend_from_slice(b"abc\r\n");
+    assert_eq!(command_len(&kept), Ok(Some(kept.len())));
+    assert_eq!(parse_command(&kept), Ok(Some((cmd(&["SET", "k", "abc"]), kept.len()))));
+}
+
+#[test]
 fn name_upper() {
     assert_eq!(cmd(&["evalsha", "x"]).name_upper(), "EVALSHA");
     assert_eq!(Command::default().name_upper(), "");

@@ -1,7 +1,10 @@
 //! One client connection through the proxy: commands flow client → server in one task,
 //! replies server → client in another, matched in order through a queue of what to do
-//! with each reply.
+//! with each reply. Every byte either direction holds is counted in the proxy's
+//! [`Budget`]: buffers as they grow, a parsed round trip while the hook looks at it, the
+//! queue's entries until the reply side takes them.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -10,9 +13,27 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Action, ProxyHook};
+use super::budget::{Budget, Lease, RESTING, Refused};
+use super::{Action, Command, ProxyHook};
 
-const READ_CHUNK: usize = 64 * 1024;
+/// Room made in a read buffer before each read.
+const READ_CHUNK: usize = RESTING;
+
+/// A reply this large is written straight from the read buffer, not copied into the batch.
+const DIRECT: usize = READ_CHUNK;
+
+/// What a queue entry weighs in the budget (an injected reply adds its bytes).
+const QUEUED: usize = size_of::<Pending>();
+
+/// What a parsed command weighs beyond its wire bytes.
+const PARSED: usize = size_of::<Command>();
+
+/// Why a direction stopped: `None` when the connection just ended, else the problem.
+type Ends<T> = Result<T, Option<String>>;
+
+fn refused(why: Refused) -> Option<String> {
+    Some(why.to_string())
+}
 
 /// What the reply side does with the next reply.
 #[derive(Debug)]
@@ -25,7 +46,31 @@ enum Pending {
     Passthrough,
 }
 
-pub async fn serve(client: TcpStream, upstream: String, hook: Arc<dyn ProxyHook>, conn: u64, stop: CancellationToken) {
+impl Pending {
+    /// What the entry for a command with this action weighs (no action: forward).
+    fn weight_of(action: Option<&Action>) -> usize {
+        match action {
+            Some(Action::Inject(reply)) => QUEUED + reply.len(),
+            _ => QUEUED,
+        }
+    }
+
+    fn weight(&self) -> usize {
+        match self {
+            Pending::Injected(reply) => QUEUED + reply.len(),
+            Pending::Reply(_) | Pending::Passthrough => QUEUED,
+        }
+    }
+}
+
+pub async fn serve(
+    client: TcpStream,
+    upstream: String,
+    hook: Arc<dyn ProxyHook>,
+    conn: u64,
+    stop: CancellationToken,
+    budget: Arc<Budget>,
+) {
     let _ = client.set_nodelay(true);
     let server = match TcpStream::connect(&upstream).await {
         Ok(s) => s,
@@ -43,12 +88,28 @@ pub async fn serve(client: TcpStream, upstream: String, hook: Arc<dyn ProxyHook>
     let (server_read, server_write) = server.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
     let closed = stop.child_token();
-    let requests = commands(client_read, server_write, tx, Arc::clone(&hook), conn);
-    let replies = replies(server_read, client_write, rx);
+    // Both directions count in one lease; dropped last, it gives back whatever they held.
+    let lease = Lease::new(budget);
+    let upstream = Upstream {
+        server: server_write,
+        tx,
+        hook: Arc::clone(&hook),
+        conn,
+        lease: &lease,
+        out: Vec::new(),
+    };
+    let requests = commands(client_read, upstream);
+    let downstream = Downstream {
+        client: client_write,
+        out: Vec::new(),
+        lease: &lease,
+        taken: 0,
+    };
+    let replies = replies(server_read, rx, downstream);
     let why = tokio::select! {
         () = closed.cancelled() => None,
-        why = requests => why,
-        why = replies => why,
+        ended = requests => ended.err().flatten(),
+        ended = replies => ended.err().flatten(),
     };
     if let Some(why) = why {
         hook.connection_problem(conn, why);
@@ -56,164 +117,245 @@ pub async fn serve(client: TcpStream, upstream: String, hook: Arc<dyn ProxyHook>
     // Dropping both halves of both sockets closes the connection on both sides.
 }
 
-/// Client → server. Returns a reason when the connection ends for a protocol problem.
-async fn commands(
-    mut client: OwnedReadHalf,
-    mut server: OwnedWriteHalf,
+/// Where the commands go: the server, and the queue telling the reply side what to do.
+struct Upstream<'a> {
+    server: OwnedWriteHalf,
     tx: mpsc::UnboundedSender<Pending>,
     hook: Arc<dyn ProxyHook>,
     conn: u64,
-) -> Option<String> {
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    lease: &'a Lease,
+    /// The commands of a round trip that are forwarded, when the proxy answers some of it.
+    out: Vec<u8>,
+}
+
+/// Client → server, until the connection ends: `Err(Some(why))` for a protocol problem or
+/// the budget.
+async fn commands(mut client: OwnedReadHalf, mut up: Upstream<'_>) -> Ends<()> {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut spans: Vec<Range<usize>> = Vec::new();
     let mut passthrough = false;
     loop {
-        buf.reserve(READ_CHUNK);
+        // Room for one read, never for what a length in the input announces: the buffer
+        // grows with the bytes that arrive.
+        up.lease.room(&mut buf, READ_CHUNK).map_err(refused)?;
         match client.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => return None,
+            Ok(0) | Err(_) => return Err(None),
             Ok(_) => {}
         }
         if passthrough {
-            if server.write_all(&buf).await.is_err() {
-                return None;
-            }
+            up.server.write_all(&buf).await.map_err(|_| None)?;
             buf.clear();
             continue;
         }
-        let mut trip = Vec::new();
-        let mut spans = Vec::new();
-        let mut used = 0;
-        loop {
-            match resp::parse_command(&buf[used..]) {
-                Ok(Some((command, len))) => {
-                    spans.push(used..used + len);
-                    trip.push(command);
-                    used += len;
-                }
-                Ok(None) => break,
-                Err(e) => return Some(format!("closed: the client sent a malformed command: {e}")),
-            }
-        }
-        if trip.is_empty() {
+        spans.clear();
+        let used =
+            measure(&buf, &mut spans).map_err(|e| Some(format!("closed: the client sent a malformed command: {e}")))?;
+        if spans.is_empty() {
             continue;
         }
-        let actions = hook.before_forward(conn, &trip).await;
-        out.clear();
-        for (i, (command, span)) in trip.iter().zip(&spans).enumerate() {
-            let action = actions.get(i).cloned().unwrap_or(Action::Forward);
-            let pending = match action {
-                Action::Reset => return None,
-                Action::Inject(reply) => Pending::Injected(reply),
-                action => {
-                    out.extend_from_slice(&buf[span.clone()]);
-                    Pending::Reply(action)
-                }
-            };
-            if tx.send(pending).is_err() {
-                return None;
-            }
-            if starts_passthrough(command) {
-                let _ = tx.send(Pending::Passthrough);
-                passthrough = true;
-                // What follows it in this read goes through as it is.
-                for rest in spans.iter().skip(i + 1) {
-                    out.extend_from_slice(&buf[rest.clone()]);
-                }
-                out.extend_from_slice(&buf[used..]);
-                used = buf.len();
-                break;
-            }
+        passthrough = up.round_trip(&buf, &spans).await?;
+        if passthrough {
+            buf.clear();
+        } else {
+            buf.drain(..used);
         }
-        if !out.is_empty() && server.write_all(&out).await.is_err() {
-            return None;
-        }
-        buf.drain(..used);
+        up.lease.trim(&mut buf);
     }
 }
 
-fn starts_passthrough(command: &resp::Command) -> bool {
-    matches!(
-        command.name_upper().as_str(),
-        "SUBSCRIBE" | "PSUBSCRIBE" | "SSUBSCRIBE" | "MONITOR"
-    )
+/// The complete commands at the front of `buf`, measured (an array-form command without
+/// allocating, an inline one within its 64 KiB line); returns the bytes they take.
+fn measure(buf: &[u8], spans: &mut Vec<Range<usize>>) -> Result<usize, resp::ParseError> {
+    let mut used = 0;
+    while let Some(len) = resp::command_len(&buf[used..])? {
+        spans.push(used..used + len);
+        used += len;
+    }
+    Ok(used)
+}
+
+impl Upstream<'_> {
+    /// One round trip: the commands measured at `spans` of `buf` are parsed (their weight
+    /// taken from the budget first), shown to the hook, queued and forwarded as it says.
+    /// `Ok(true)` when the rest of the connection is passed through as it is (SUBSCRIBE,
+    /// MONITOR): everything in `buf` went to the server.
+    async fn round_trip(&mut self, buf: &[u8], spans: &[Range<usize>]) -> Ends<bool> {
+        let used = spans.last().map_or(0, |s| s.end);
+        let parsed = used + spans.len() * PARSED;
+        self.lease.take(parsed).map_err(refused)?;
+        let trip: Vec<Command> = spans
+            .iter()
+            .map(|s| match resp::parse_command(&buf[s.clone()]) {
+                Ok(Some((command, _))) => command,
+                // Measured complete and valid above: cannot happen.
+                _ => Command::default(),
+            })
+            .collect();
+        let actions = self.hook.before_forward(self.conn, &trip).await;
+        let switch = trip.iter().position(starts_passthrough);
+        drop(trip);
+        self.lease.give(parsed);
+        let queued = switch.map_or(spans.len(), |at| at + 1);
+        self.queue(&actions[..actions.len().min(queued)], queued, switch.is_some())?;
+        // Forwarded: the commands up to the switch, and with it everything after it.
+        let end = if switch.is_some() {
+            buf.len()
+        } else {
+            spans[queued - 1].end
+        };
+        let answered = |i: usize| matches!(actions.get(i), Some(Action::Inject(_)));
+        let bytes = if (0..queued).any(answered) {
+            self.out.clear();
+            self.lease.room(&mut self.out, end).map_err(refused)?;
+            for (i, span) in spans[..queued].iter().enumerate() {
+                if !answered(i) {
+                    self.out.extend_from_slice(&buf[span.clone()]);
+                }
+            }
+            self.out.extend_from_slice(&buf[spans[queued - 1].end..end]);
+            &self.out[..]
+        } else {
+            &buf[..end]
+        };
+        if !bytes.is_empty() && self.server.write_all(bytes).await.is_err() {
+            return Err(None);
+        }
+        self.out.clear();
+        self.lease.trim(&mut self.out);
+        Ok(switch.is_some())
+    }
+
+    /// Tells the reply side what to do with the replies of `count` commands (`actions` may be
+    /// shorter: the rest are forwarded), then that the connection switches to pass-through.
+    /// The entries' weight is taken from the budget first. A reset ends the connection.
+    fn queue(&self, actions: &[Action], count: usize, switch: bool) -> Ends<()> {
+        let weight =
+            (0..count).map(|i| Pending::weight_of(actions.get(i))).sum::<usize>() + if switch { QUEUED } else { 0 };
+        self.lease.take(weight).map_err(refused)?;
+        for i in 0..count {
+            let pending = match actions.get(i).cloned().unwrap_or(Action::Forward) {
+                Action::Reset => return Err(None),
+                Action::Inject(reply) => Pending::Injected(reply),
+                action => Pending::Reply(action),
+            };
+            self.tx.send(pending).map_err(|_| None)?;
+        }
+        if switch {
+            self.tx.send(Pending::Passthrough).map_err(|_| None)?;
+        }
+        Ok(())
+    }
+}
+
+fn starts_passthrough(command: &Command) -> bool {
+    ["SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "MONITOR"]
+        .iter()
+        .any(|name| command.is(name))
+}
+
+/// Where the replies go: the client, through a batch written when the reply side waits.
+struct Downstream<'a> {
+    client: OwnedWriteHalf,
+    out: Vec<u8>,
+    lease: &'a Lease,
+    /// The weight of the queue entries taken since the last flush, given back at the next.
+    taken: usize,
+}
+
+impl Downstream<'_> {
+    fn push(&mut self, bytes: &[u8]) -> Ends<()> {
+        self.lease.room(&mut self.out, bytes.len()).map_err(refused)?;
+        self.out.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Adds a reply to the batch; a large one goes out on its own, without a copy.
+    async fn forward(&mut self, reply: &[u8]) -> Ends<()> {
+        if reply.len() < DIRECT {
+            return self.push(reply);
+        }
+        self.flush().await?;
+        self.client.write_all(reply).await.map_err(|_| None)
+    }
+
+    async fn flush(&mut self) -> Ends<()> {
+        self.lease.give(std::mem::take(&mut self.taken));
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let written = self.client.write_all(&self.out).await;
+        self.out.clear();
+        self.lease.trim(&mut self.out);
+        written.map_err(|_| None)
+    }
 }
 
 /// Server → client: each reply in its turn, injected ones in theirs.
 async fn replies(
     mut server: OwnedReadHalf,
-    mut client: OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Pending>,
-) -> Option<String> {
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    mut down: Downstream<'_>,
+) -> Ends<()> {
+    let mut buf: Vec<u8> = Vec::new();
     loop {
         let pending = match rx.try_recv() {
             Ok(p) => p,
             Err(mpsc::error::TryRecvError::Empty) => {
-                if !flush(&mut client, &mut out).await {
-                    return None;
-                }
-                rx.recv().await?
+                down.flush().await?;
+                rx.recv().await.ok_or(None)?
             }
-            Err(mpsc::error::TryRecvError::Disconnected) => return None,
+            Err(mpsc::error::TryRecvError::Disconnected) => return Err(None),
         };
+        down.taken += pending.weight();
         match pending {
-            Pending::Injected(reply) => out.extend_from_slice(&reply),
+            Pending::Injected(reply) => down.push(&reply)?,
             Pending::Passthrough => {
-                out.extend_from_slice(&buf);
-                if !flush(&mut client, &mut out).await {
-                    return None;
-                }
-                let _ = tokio::io::copy(&mut server, &mut client).await;
-                return None;
+                down.push(&buf)?;
+                down.flush().await?;
+                let _ = tokio::io::copy(&mut server, &mut down.client).await;
+                return Err(None);
             }
-            Pending::Reply(action) => {
-                let len = loop {
-                    match resp::frame_len(&buf) {
-                        Ok(Some(len)) if buf.first() == Some(&b'>') => {
-                            // A RESP3 push (client tracking, pub/sub): not a reply to a command.
-                            out.extend_from_slice(&buf[..len]);
-                            buf.drain(..len);
-                        }
-                        Ok(Some(len)) => break len,
-                        Ok(None) => {
-                            if !flush(&mut client, &mut out).await {
-                                return None;
-                            }
-                            buf.reserve(READ_CHUNK);
-                            match server.read_buf(&mut buf).await {
-                                Ok(0) | Err(_) => return None,
-                                Ok(_) => {}
-                            }
-                        }
-                        Err(e) => return Some(format!("closed: the server sent a malformed reply: {e}")),
-                    }
-                };
-                match action {
-                    Action::DropReply => {
-                        let _ = flush(&mut client, &mut out).await;
-                        return None;
-                    }
-                    Action::DelayReply(delay) => {
-                        if !flush(&mut client, &mut out).await {
-                            return None;
-                        }
-                        tokio::time::sleep(delay).await;
-                        out.extend_from_slice(&buf[..len]);
-                    }
-                    _ => out.extend_from_slice(&buf[..len]),
-                }
-                buf.drain(..len);
-            }
+            Pending::Reply(action) => reply(&mut server, &mut buf, &mut down, action).await?,
         }
     }
 }
 
-async fn flush(client: &mut OwnedWriteHalf, out: &mut Vec<u8>) -> bool {
-    if out.is_empty() {
-        return true;
+/// The server's next reply, done with as `action` says. RESP3 pushes before it are
+/// forwarded as they come.
+async fn reply(server: &mut OwnedReadHalf, buf: &mut Vec<u8>, down: &mut Downstream<'_>, action: Action) -> Ends<()> {
+    let len = loop {
+        match resp::frame_len(buf) {
+            Ok(Some(len)) if buf.first() == Some(&b'>') => {
+                // A RESP3 push (client tracking, pub/sub): not a reply to a command.
+                down.push(&buf[..len])?;
+                buf.drain(..len);
+            }
+            Ok(Some(len)) => break len,
+            Ok(None) => {
+                down.flush().await?;
+                down.lease.room(buf, READ_CHUNK).map_err(refused)?;
+                match server.read_buf(buf).await {
+                    Ok(0) | Err(_) => return Err(None),
+                    Ok(_) => {}
+                }
+            }
+            Err(e) => return Err(Some(format!("closed: the server sent a malformed reply: {e}"))),
+        }
+    };
+    match action {
+        Action::DropReply => {
+            let _ = down.flush().await;
+            return Err(None);
+        }
+        Action::DelayReply(delay) => {
+            // The reply is held in `buf` (counted) while it waits.
+            down.flush().await?;
+            tokio::time::sleep(delay).await;
+            down.forward(&buf[..len]).await?;
+        }
+        _ => down.forward(&buf[..len]).await?,
     }
-    let ok = client.write_all(out).await.is_ok();
-    out.clear();
-    ok
+    buf.drain(..len);
+    down.lease.trim(buf);
+    Ok(())
 }

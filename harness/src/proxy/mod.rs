@@ -8,7 +8,14 @@
 //! rules the built-in limiters' [`crate::limiter::Wire`] consults, applied at command
 //! boundaries for clients the harness does not control. A malformed command or reply
 //! closes that one connection with a reason; the proxy and the run go on.
+//!
+//! What the proxy buffers is bounded across connections, not only per frame: every
+//! connection counts its buffers, its parsed round trip and its queue of replies to come in
+//! one [`budget`](Proxy::start_with_budget) shared by all ([`DEFAULT_BUDGET`], 256 MiB). A
+//! connection whose next growth would go over it is closed, and the hook is told why
+//! ([`ProxyHook::connection_problem`]); the others go on.
 
+mod budget;
 mod conn;
 mod faults;
 mod inflight;
@@ -23,6 +30,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use budget::Budget;
+pub use budget::DEFAULT_BUDGET;
 pub use faults::NemesisHook;
 pub use inflight::InFlight;
 pub use resp::Command;
@@ -69,11 +78,23 @@ pub struct Proxy {
     stop: CancellationToken,
     task: Option<std::thread::JoinHandle<()>>,
     connections: Arc<AtomicU64>,
+    budget: Arc<Budget>,
 }
 
 impl Proxy {
-    /// Listen on 127.0.0.1 (a free port) in front of the server at `upstream_url`.
+    /// Listen on 127.0.0.1 (a free port) in front of the server at `upstream_url`, with the
+    /// default memory budget ([`DEFAULT_BUDGET`]).
     pub async fn start(upstream_url: &str, hook: Arc<dyn ProxyHook>) -> std::io::Result<Self> {
+        Self::start_with_budget(upstream_url, hook, DEFAULT_BUDGET).await
+    }
+
+    /// [`Proxy::start`] with a memory budget of `budget` bytes: the most the proxy buffers at
+    /// once, all connections together.
+    pub async fn start_with_budget(
+        upstream_url: &str,
+        hook: Arc<dyn ProxyHook>,
+        budget: usize,
+    ) -> std::io::Result<Self> {
         let upstream = host_port(upstream_url).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -85,38 +106,28 @@ impl Proxy {
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
         let connections = Arc::new(AtomicU64::new(0));
+        let budget = Arc::new(Budget::new(budget));
         // A thread and a single-threaded runtime of its own: both directions of every
         // connection are polled on one core without cross-thread wake-ups, and the proxy
         // does not compete with the run's own tasks for the run's workers.
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let task =
-            std::thread::Builder::new().name("fault-proxy".into()).spawn({
-                let (stop, connections) = (stop.clone(), Arc::clone(&connections));
-                move || {
-                    runtime.block_on(async move {
-                    let Ok(listener) = TcpListener::from_std(listener) else { return };
-                    let mut live = JoinSet::new();
-                    loop {
-                        tokio::select! {
-                            () = stop.cancelled() => break,
-                            accepted = listener.accept() => {
-                                let Ok((client, _)) = accepted else { continue };
-                                let id = connections.fetch_add(1, Ordering::Relaxed) + 1;
-                                live.spawn(conn::serve(client, upstream.clone(), Arc::clone(&hook), id, stop.clone()));
-                            }
-                            Some(_) = live.join_next(), if !live.is_empty() => {}
-                        }
-                    }
-                    live.shutdown().await;
-                });
-                }
-            })?;
+        let accept = Accept {
+            upstream,
+            hook,
+            stop: stop.clone(),
+            connections: Arc::clone(&connections),
+            budget: Arc::clone(&budget),
+        };
+        let task = std::thread::Builder::new()
+            .name("fault-proxy".into())
+            .spawn(move || runtime.block_on(accept.run(listener)))?;
         Ok(Self {
             addr,
             upstream_url: upstream_url.to_owned(),
             stop,
             task: Some(task),
             connections,
+            budget,
         })
     }
 
@@ -134,6 +145,21 @@ impl Proxy {
         self.connections.load(Ordering::Relaxed)
     }
 
+    /// The memory budget, in bytes.
+    pub fn budget(&self) -> usize {
+        self.budget.limit()
+    }
+
+    /// Bytes the proxy holds now, all connections together, as counted in its budget.
+    pub fn buffered_bytes(&self) -> usize {
+        self.budget.used()
+    }
+
+    /// The most bytes the proxy has held at once since it started; never over the budget.
+    pub fn buffered_bytes_peak(&self) -> usize {
+        self.budget.peak()
+    }
+
     pub async fn stop(mut self) {
         self.stop.cancel();
         if let Some(task) = self.task.take() {
@@ -145,6 +171,43 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.stop.cancel();
+    }
+}
+
+/// The proxy's accepting loop, on its own thread and runtime.
+struct Accept {
+    upstream: String,
+    hook: Arc<dyn ProxyHook>,
+    stop: CancellationToken,
+    connections: Arc<AtomicU64>,
+    budget: Arc<Budget>,
+}
+
+impl Accept {
+    async fn run(self, listener: std::net::TcpListener) {
+        let Ok(listener) = TcpListener::from_std(listener) else {
+            return;
+        };
+        let mut live = JoinSet::new();
+        loop {
+            tokio::select! {
+                () = self.stop.cancelled() => break,
+                accepted = listener.accept() => {
+                    let Ok((client, _)) = accepted else { continue };
+                    let id = self.connections.fetch_add(1, Ordering::Relaxed) + 1;
+                    live.spawn(conn::serve(
+                        client,
+                        self.upstream.clone(),
+                        Arc::clone(&self.hook),
+                        id,
+                        self.stop.clone(),
+                        Arc::clone(&self.budget),
+                    ));
+                }
+                Some(_) = live.join_next(), if !live.is_empty() => {}
+            }
+        }
+        live.shutdown().await;
     }
 }
 

@@ -152,7 +152,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         servers: servers_described,
         wall_ms,
     };
-    let report = judge(&config, &state, index, judged);
+    let report = judge(&config, &state, &index, judged);
     write_report(&report, &config.report_dir)?;
     Ok(RunOutcome {
         report,
@@ -190,7 +190,7 @@ struct Judged<'a> {
 }
 
 /// Check the history against the scenario's invariants and put the report together.
-fn judge(config: &RunConfig, state: &RunState, index: HistoryIndex, judged: Judged<'_>) -> Report {
+fn judge(config: &RunConfig, state: &RunState, index: &HistoryIndex, judged: Judged<'_>) -> Report {
     let limiter = state.limiter.as_ref().unwrap_or(&config.limiter);
     let results = checker::check(&CheckInput {
         limit: &config.scenario.limit,
@@ -198,11 +198,11 @@ fn judge(config: &RunConfig, state: &RunState, index: HistoryIndex, judged: Judg
         algorithm: limiter.algorithm(),
         layout: judged.layout,
         ttl: &judged.ttl,
-        history: &index,
+        history: index,
     });
     let unseen = (!index.saw_limiter_keys()).then(|| checker::layout_hint(judged.layout, &index.foreign_keys()));
     let keys = KeysSummary::new(judged.layout, state.layout_note.clone(), judged.ttl, unseen);
-    assemble::report(config, state, &index, results, keys, judged.servers, judged.wall_ms)
+    assemble::report(config, state, index, results, keys, judged.servers, judged.wall_ms)
 }
 
 /// A scenario that reconfigures or floods its server may only run against a server the
