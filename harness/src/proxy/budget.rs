@@ -51,7 +51,7 @@ impl std::error::Error for Refused {}
 
 /// `8 MiB (8388608 bytes)`, or `1000 bytes`.
 fn bytes(n: usize) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{} MiB ({n} bytes)", n >> 20)
     } else {
         format!("{n} bytes")
