@@ -27,6 +27,7 @@ pub mod runner;
 pub mod scenario;
 pub mod shell;
 pub mod signals;
+pub mod trip;
 pub mod workload;
 
 pub use error::SetupError;

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use super::unseen::keys_unseen;
 use super::{Anomaly, CheckInput, CheckResult, Verdict, ms, window};
 use crate::history::Request;
-use crate::limiter::Algorithm;
+use crate::scenario::Algorithm;
 use crate::scenario::Invariant;
 
 /// The most admissions inside one interval starting at a request's invocation.

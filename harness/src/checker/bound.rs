@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::limiter::Algorithm;
+use crate::scenario::Algorithm;
 use crate::scenario::{CheckConfig, Limit};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

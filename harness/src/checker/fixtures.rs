@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use super::{CheckInput, CheckResult, TtlBound, check};
 use crate::history::{Event, HistoryIndex, KeySample, Outcome};
 use crate::keys::KeyLayout;
-use crate::limiter::Algorithm;
+use crate::scenario::Algorithm;
 use crate::scenario::{CheckConfig, Invariant, Limit};
 
 /// How long a sample written with [`HistoryBuilder::sample`] takes: it spans

@@ -4,7 +4,7 @@
 use super::fixtures::{HistoryBuilder, config, limit, limit_with_keys, run, run_declared, us};
 use super::{CheckResult, Verdict};
 use crate::history::Outcome;
-use crate::limiter::Algorithm;
+use crate::scenario::Algorithm;
 use crate::scenario::Invariant::{
     self, AdmitsUpToLimit, AdmittedWithinLimit, ErrorsSurfaced, NoCounterReset, NoDoubleCount, NoLeakedKeys, NoLockout,
     TtlBounded, TtlPresent,

@@ -23,7 +23,7 @@ pub use verdict::{ANOMALIES_SHOWN, Anomaly, CheckResult, Verdict};
 
 use crate::history::{HistoryIndex, Outcome, Request};
 use crate::keys::KeyLayout;
-use crate::limiter::Algorithm;
+use crate::scenario::Algorithm;
 use crate::scenario::{CheckConfig, Invariant, Limit};
 
 /// What the checkers judge against.

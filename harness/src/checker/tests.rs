@@ -4,7 +4,7 @@
 use super::fixtures::{HistoryBuilder, config, key, limit, us};
 use super::{Anomaly, CheckResult, Verdict};
 use crate::history::Outcome;
-use crate::limiter::Algorithm;
+use crate::scenario::Algorithm;
 use crate::scenario::Invariant::{
     self, AdmitsUpToLimit, AdmittedWithinLimit, ErrorsSurfaced, NoCounterReset, NoDoubleCount, NoLeakedKeys, NoLockout,
     TtlBounded, TtlPresent,

@@ -13,12 +13,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
-use serde::{Deserialize, Serialize};
 
+pub use crate::scenario::Algorithm;
+pub use crate::trip::{KEYS_PER_REQUEST_MAX, RequestCtx, TripSummary, keys_at_gap, remember_keys};
 pub use builtin::{BUILTIN_NAMES, builtin};
 pub use exec::{ExecSpec, PROTOCOL_VERSION};
 pub use script::{ResultMapping, ScriptConvention, ScriptLimiter, decide, parse_convention};
-pub use wire::{KEYS_PER_REQUEST_MAX, RequestCtx, TripSummary, Wire, keys_at_gap, remember_keys};
+pub use wire::Wire;
 
 use crate::clock::RunClock;
 use crate::error::SetupError;
@@ -80,48 +81,6 @@ pub struct Decision {
     pub allowed: bool,
     /// The counter value the decision was based on, when the limiter has one.
     pub count: Option<i64>,
-}
-
-/// The algorithm a limiter implements; the checkers pick their bounds from it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Algorithm {
-    /// A counter per identity that lives for one window from its first request.
-    FixedWindow,
-    /// A log of admissions per identity; a request is admitted when fewer than the limit
-    /// fall within the last window.
-    SlidingLog,
-    /// A bucket of `requests_max` tokens refilled at `requests_max` per window.
-    TokenBucket,
-    /// The generic cell rate algorithm: one emission per window/limit, bursts up to the limit.
-    Gcra,
-}
-
-impl Algorithm {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::FixedWindow => "fixed window",
-            Self::SlidingLog => "sliding log",
-            Self::TokenBucket => "token bucket",
-            Self::Gcra => "GCRA",
-        }
-    }
-
-    /// Whether the limiter's count only grows within a window (a drop is then a reset).
-    pub fn counts_only_grow(self) -> bool {
-        matches!(self, Self::FixedWindow)
-    }
-
-    /// Why a key of this algorithm lives at most one window, when the limiter declares
-    /// nothing else: the default TTL bound.
-    pub fn ttl_default_reason(self) -> &'static str {
-        match self {
-            Self::FixedWindow => "a fixed window's counter lives one window",
-            Self::SlidingLog => "a sliding log's entries are older than a window once it ends",
-            Self::TokenBucket => "an emptied token bucket is full again after one window",
-            Self::Gcra => "a GCRA arrival time is at most one window ahead",
-        }
-    }
 }
 
 /// A rate limiter under test. `acquire` decides one request and must send every command

@@ -11,8 +11,8 @@ use super::gate::{Gate, Hold};
 use super::rules::{CommandRule, GapRule};
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
-use crate::limiter::{RequestCtx, TripSummary};
 use crate::scenario::{CommandFaultAction, GapFaultAction, Scenario};
+use crate::trip::{RequestCtx, TripSummary};
 
 /// What the client does after a gap.
 #[derive(Debug, Default)]
@@ -32,7 +32,7 @@ pub trait GapHook: Send + Sync {
     /// strikes another request of the same client.
     async fn before_request(&self, _req: &RequestCtx) {}
     /// `trip` counts from 1, so the first call of a request is for trip 2. `keys` are the
-    /// limiter keys the request works on (see [`crate::limiter::keys_at_gap`]).
+    /// limiter keys the request works on (see [`crate::trip::keys_at_gap`]).
     async fn before_trip(&self, req: &RequestCtx, trip: usize, keys: &[String], next: &TripSummary) -> GapOutcome;
 }
 
@@ -109,7 +109,7 @@ impl Nemesis {
     /// What the fault proxy does with one command of `req` (in round trip `trip`):
     /// the first command rule that claims it strikes, and the strike is in the history.
     pub fn on_command(&self, req: &RequestCtx, trip: usize, command: &TripSummary) -> Option<CommandFaultAction> {
-        let rule = self.command_rules.iter().find(|r| r.claim(req, trip, command))?;
+        let rule = self.command_rules.iter().find(|r| r.claim(req, command))?;
         let place = format!(
             "{} in round trip {trip} of request #{} (identity {}, its request {})",
             command.label(),
@@ -229,7 +229,7 @@ impl GapHook for Nemesis {
     async fn before_trip(&self, req: &RequestCtx, trip: usize, keys: &[String], next: &TripSummary) -> GapOutcome {
         // One strike per gap: the first rule that claims it.
         for rule in &self.rules {
-            if rule.claim(req, trip, next) {
+            if rule.claim(req, next) {
                 return self.strike(rule, req, trip, keys, next).await;
             }
         }

@@ -2,26 +2,23 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::limiter::{RequestCtx, TripSummary};
 use crate::scenario::{CommandFault, CommandFaultAction, GapFault, GapFaultAction};
+use crate::trip::{RequestCtx, TripSummary};
 
-/// Which gaps a rule matches: the gap before round trip `trip` (2 or later) of a request.
+/// Which gaps a rule matches: the identity, from which of its requests on, before which commands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GapMatch {
     pub identity: Option<u32>,
-    pub from_ordinal: u64,
+    pub request: u64,
     /// Any of these commands next (any gap when empty).
-    pub before_commands: Vec<String>,
-    /// Only the gap before this round trip (counting from 1); any gap when absent.
-    pub trip: Option<usize>,
+    pub before_command: Vec<String>,
 }
 
 impl GapMatch {
-    pub fn matches(&self, req: &RequestCtx, trip: usize, next: &TripSummary) -> bool {
+    pub fn matches(&self, req: &RequestCtx, next: &TripSummary) -> bool {
         self.identity.is_none_or(|id| id == req.identity)
-            && req.ordinal >= self.from_ordinal
-            && self.trip.is_none_or(|t| t == trip)
-            && (self.before_commands.is_empty() || next.commands.iter().any(|n| self.before_commands.contains(n)))
+            && req.ordinal >= self.request
+            && (self.before_command.is_empty() || next.commands.iter().any(|n| self.before_command.contains(n)))
     }
 }
 
@@ -70,9 +67,8 @@ impl GapRule {
             fault,
             matcher: GapMatch {
                 identity: spec.identity,
-                from_ordinal: spec.from_request,
-                before_commands: spec.before_commands.clone(),
-                trip: None,
+                request: spec.request,
+                before_command: spec.before_command.clone(),
             },
             action: spec.action,
             budget: Budget::new(spec.times),
@@ -80,8 +76,8 @@ impl GapRule {
     }
 
     /// Claims one firing if the gap matches and the budget allows; true means "strike now".
-    pub fn claim(&self, req: &RequestCtx, trip: usize, next: &TripSummary) -> bool {
-        self.matcher.matches(req, trip, next) && self.budget.take()
+    pub fn claim(&self, req: &RequestCtx, next: &TripSummary) -> bool {
+        self.matcher.matches(req, next) && self.budget.take()
     }
 
     pub fn fired(&self) -> u64 {
@@ -105,9 +101,8 @@ impl CommandRule {
             fault,
             matcher: GapMatch {
                 identity: spec.identity,
-                from_ordinal: spec.from_request,
-                before_commands: spec.commands.clone(),
-                trip: None,
+                request: spec.request,
+                before_command: spec.command.clone(),
             },
             action: spec.action.clone(),
             budget: Budget::new(spec.times),
@@ -116,9 +111,9 @@ impl CommandRule {
 
     /// Claims one firing for `command` (a one-command summary) of the request. A rule that
     /// names no command strikes commands on the request's key only (not MULTI, PING, …).
-    pub fn claim(&self, req: &RequestCtx, trip: usize, command: &TripSummary) -> bool {
-        let names_a_key_or_is_named = !self.matcher.before_commands.is_empty() || !command.keys.is_empty();
-        names_a_key_or_is_named && self.matcher.matches(req, trip, command) && self.budget.take()
+    pub fn claim(&self, req: &RequestCtx, command: &TripSummary) -> bool {
+        let names_a_key_or_is_named = !self.matcher.before_command.is_empty() || !command.keys.is_empty();
+        names_a_key_or_is_named && self.matcher.matches(req, command) && self.budget.take()
     }
 
     pub fn fired(&self) -> u64 {
@@ -150,17 +145,17 @@ mod tests {
     fn matches_identity_ordinal_and_next_command_within_budget() {
         let spec = GapFault {
             identity: Some(0),
-            from_request: 12,
-            before_commands: vec!["INCR".into()],
+            request: 12,
+            before_command: vec!["INCR".into()],
             times: Some(1),
             action: GapFaultAction::ExpireKey,
         };
         let rule = GapRule::new(0, &spec);
-        assert!(!rule.claim(&req(0, 11), 2, &trip(&["INCR"])), "before its request");
-        assert!(!rule.claim(&req(1, 20), 2, &trip(&["INCR"])), "other identity");
-        assert!(!rule.claim(&req(0, 12), 2, &trip(&["SET"])), "other command");
-        assert!(rule.claim(&req(0, 13), 2, &trip(&["INCR"])));
-        assert!(!rule.claim(&req(0, 14), 2, &trip(&["INCR"])), "budget spent");
+        assert!(!rule.claim(&req(0, 11), &trip(&["INCR"])), "before its request");
+        assert!(!rule.claim(&req(1, 20), &trip(&["INCR"])), "other identity");
+        assert!(!rule.claim(&req(0, 12), &trip(&["SET"])), "other command");
+        assert!(rule.claim(&req(0, 13), &trip(&["INCR"])));
+        assert!(!rule.claim(&req(0, 14), &trip(&["INCR"])), "budget spent");
         assert_eq!(rule.fired(), 1);
     }
 
@@ -168,14 +163,14 @@ mod tests {
     fn unbounded_rule_fires_every_time() {
         let spec = GapFault {
             identity: None,
-            from_request: 1,
-            before_commands: vec![],
+            request: 1,
+            before_command: vec![],
             times: None,
             action: GapFaultAction::Stall { stall_ms: 5 },
         };
         let rule = GapRule::new(3, &spec);
         for n in 1..=50 {
-            assert!(rule.claim(&req(n as u32 % 3, n), 2, &trip(&["PEXPIRE"])));
+            assert!(rule.claim(&req(n as u32 % 3, n), &trip(&["PEXPIRE"])));
         }
         assert_eq!(rule.fired(), 50);
     }

@@ -9,9 +9,9 @@ use async_trait::async_trait;
 use super::{Action, Command, InFlight, ProxyHook};
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
-use crate::limiter::TripSummary;
 use crate::nemesis::{GapHook, Nemesis};
 use crate::scenario::CommandFaultAction;
+use crate::trip::TripSummary;
 
 pub struct NemesisHook {
     pub nemesis: Arc<Nemesis>,

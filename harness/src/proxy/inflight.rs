@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use crate::keys::KeyLayout;
-use crate::limiter::{RequestCtx, TripSummary, keys_at_gap, remember_keys};
 use crate::nemesis::Hold;
+use crate::trip::{RequestCtx, TripSummary, keys_at_gap, remember_keys};
 
 #[derive(Debug)]
 struct Entry {

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::checker::{CheckResult, TtlBound, Verdict};
 use crate::keys::KeyLayout;
-use crate::limiter::Algorithm;
+use crate::scenario::Algorithm;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {

@@ -87,10 +87,10 @@ fn faults(config: &RunConfig, state: &RunState, index: &HistoryIndex) -> Vec<Fau
                         format!(
                             "never struck: no request{} sent {} through the fault proxy",
                             c.identity.map(|id| format!(" of identity {id}")).unwrap_or_default(),
-                            if c.commands.is_empty() {
+                            if c.command.is_empty() {
                                 "a command on its key".to_owned()
                             } else {
-                                c.commands.join(" or ")
+                                c.command.join(" or ")
                             }
                         )
                     };
@@ -143,11 +143,11 @@ fn gap_spec(kind: &str, gap: &GapFault) -> String {
         Some(id) => parts.push(format!("identity {id}")),
         None => parts.push("any identity".into()),
     }
-    if gap.from_request > 1 {
-        parts.push(format!("from its request {}", gap.from_request));
+    if gap.request > 1 {
+        parts.push(format!("from its request {}", gap.request));
     }
-    if !gap.before_commands.is_empty() {
-        parts.push(format!("before {}", gap.before_commands.join(" or ")));
+    if !gap.before_command.is_empty() {
+        parts.push(format!("before {}", gap.before_command.join(" or ")));
     }
     if let GapFaultAction::Stall { stall_ms } = gap.action {
         parts.push(format!("{stall_ms} ms"));
@@ -163,15 +163,15 @@ fn gap_spec(kind: &str, gap: &GapFault) -> String {
 fn command_spec(c: &CommandFault) -> String {
     let gap = GapFault {
         identity: c.identity,
-        from_request: c.from_request,
-        before_commands: Vec::new(),
+        request: c.request,
+        before_command: Vec::new(),
         times: c.times,
         action: GapFaultAction::ClientDies,
     };
-    let on = if c.commands.is_empty() {
+    let on = if c.command.is_empty() {
         "on any command of the request".to_owned()
     } else {
-        format!("on {}", c.commands.join(" or "))
+        format!("on {}", c.command.join(" or "))
     };
     let what = match &c.action {
         CommandFaultAction::DelayReply { delay_ms } => format!("{delay_ms} ms, "),
@@ -202,13 +202,13 @@ fn gap_outcome(config: &RunConfig, index: &HistoryIndex, fault: usize, gap: &Gap
     if let Some(id) = gap.identity {
         which.push_str(&format!(" of identity {id}"));
     }
-    if gap.from_request > 1 {
-        which.push_str(&format!(" from its request {} on", gap.from_request));
+    if gap.request > 1 {
+        which.push_str(&format!(" from its request {} on", gap.request));
     }
-    let command = if gap.before_commands.is_empty() {
+    let command = if gap.before_command.is_empty() {
         String::new()
     } else {
-        format!(" sending {}", gap.before_commands.join(" or "))
+        format!(" sending {}", gap.before_command.join(" or "))
     };
     format!("never struck: {which} made a round trip{command} after an earlier round trip")
 }

@@ -10,7 +10,7 @@ mod resolve;
 pub use error::ScenarioError;
 pub use load::{find_scenario, list_scenarios, load_scenario, parse_scenario, scenario_dirs};
 pub use model::{
-    CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, GapFault, GapFaultAction,
+    Algorithm, CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, GapFault, GapFaultAction,
     INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Phase, PhaseKind, Pick, Scenario, ServerConfig, Setup,
     Spacing,
 };

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::keys::KeyLayout;
 
@@ -203,6 +203,48 @@ pub struct ServerConfig {
     pub settings: BTreeMap<String, String>,
 }
 
+/// The algorithm a limiter implements; the checkers pick their bounds from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// A counter per identity that lives for one window from its first request.
+    FixedWindow,
+    /// A log of admissions per identity; a request is admitted when fewer than the limit
+    /// fall within the last window.
+    SlidingLog,
+    /// A bucket of `requests_max` tokens refilled at `requests_max` per window.
+    TokenBucket,
+    /// The generic cell rate algorithm: one emission per window/limit, bursts up to the limit.
+    Gcra,
+}
+
+impl Algorithm {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::FixedWindow => "fixed window",
+            Self::SlidingLog => "sliding log",
+            Self::TokenBucket => "token bucket",
+            Self::Gcra => "GCRA",
+        }
+    }
+
+    /// Whether the limiter's count only grows within a window (a drop is then a reset).
+    pub fn counts_only_grow(self) -> bool {
+        matches!(self, Self::FixedWindow)
+    }
+
+    /// Why a key of this algorithm lives at most one window, when the limiter declares
+    /// nothing else: the default TTL bound.
+    pub fn ttl_default_reason(self) -> &'static str {
+        match self {
+            Self::FixedWindow => "a fixed window's counter lives one window",
+            Self::SlidingLog => "a sliding log's entries are older than a window once it ends",
+            Self::TokenBucket => "an emptied token bucket is full again after one window",
+            Self::Gcra => "a GCRA arrival time is at most one window ahead",
+        }
+    }
+}
+
 /// The limit every limiter under test enforces.
 #[derive(Debug, Clone, Serialize)]
 pub struct Limit {
@@ -349,10 +391,10 @@ pub struct GapFault {
     /// Only requests of this identity (any identity when absent).
     pub identity: Option<u32>,
     /// From this request of the identity on, counting from 1.
-    pub from_request: u64,
+    pub request: u64,
     /// Only a gap followed by a round trip that sends one of these commands (upper case;
     /// empty: any gap).
-    pub before_commands: Vec<String>,
+    pub before_command: Vec<String>,
     /// How many gaps to strike; `None` strikes every matching gap.
     pub times: Option<u64>,
     pub action: GapFaultAction,
@@ -374,9 +416,9 @@ pub enum GapFaultAction {
 #[derive(Debug, Clone, Serialize)]
 pub struct CommandFault {
     pub identity: Option<u32>,
-    pub from_request: u64,
+    pub request: u64,
     /// The command it applies to (upper case; empty: any command naming the identity's key).
-    pub commands: Vec<String>,
+    pub command: Vec<String>,
     pub times: Option<u64>,
     pub action: CommandFaultAction,
 }

@@ -656,8 +656,8 @@ fn resolve_command_fault(
     let gap = resolve_gap(&as_gap, limit, GapFaultAction::ClientDies, src)?;
     Ok(CommandFault {
         identity: gap.identity,
-        from_request: gap.from_request,
-        commands: gap.before_commands,
+        request: gap.request,
+        command: gap.before_command,
         times: gap.times,
         action,
     })
@@ -689,11 +689,11 @@ fn resolve_gap(
         ),
         None => None,
     };
-    let from_request = match &f.request {
+    let request = match &f.request {
         Some(r) => src.positive(r, "request")?,
         None => 1,
     };
-    let before_commands = match &f.before_command {
+    let before_command = match &f.before_command {
         Some(c) => {
             let names = &c.get_ref().0;
             if names.is_empty() || names.iter().any(|n| n.is_empty() || n.contains(char::is_whitespace)) {
@@ -712,8 +712,8 @@ fn resolve_gap(
     };
     Ok(GapFault {
         identity,
-        from_request,
-        before_commands,
+        request,
+        before_command,
         times,
         action,
     })

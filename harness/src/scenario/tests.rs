@@ -216,8 +216,8 @@ fn a_full_scenario_resolves_to_the_values_written() {
     match &s.faults[0] {
         Fault::ExpireBetweenRoundTrips(gap) => {
             assert_eq!(gap.identity, Some(2));
-            assert_eq!(gap.from_request, 12);
-            assert_eq!(gap.before_commands, ["INCR"], "upper-cased");
+            assert_eq!(gap.request, 12);
+            assert_eq!(gap.before_command, ["INCR"], "upper-cased");
             assert_eq!(gap.times, Some(1));
             assert_eq!(gap.action, GapFaultAction::ExpireKey);
         }
@@ -267,8 +267,8 @@ fn a_minimal_scenario_takes_the_defaults() {
     match &s.faults[0] {
         Fault::ExpireBetweenRoundTrips(gap) => {
             assert_eq!(gap.identity, None, "any identity");
-            assert_eq!(gap.from_request, 1);
-            assert!(gap.before_commands.is_empty());
+            assert_eq!(gap.request, 1);
+            assert!(gap.before_command.is_empty());
             assert_eq!(gap.times, Some(1), "a gap fault strikes once by default");
         }
         other => panic!("expected expire-between-round-trips, got {other:?}"),
