@@ -14,6 +14,7 @@
 use super::unseen::keys_unseen;
 use super::{Anomaly, CheckInput, CheckResult, Verdict};
 use crate::history::{Outcome, Request};
+use crate::scenario::FaultKind;
 use crate::scenario::Invariant;
 
 /// Commands that change a limiter's state: sent twice, they count twice.
@@ -137,7 +138,7 @@ fn retried_writes(input: &CheckInput<'_>) -> (Vec<Anomaly>, usize) {
     let h = input.history;
     let mut anomalies = Vec::new();
     let mut judged = 0;
-    for fault in h.faults.iter().filter(|f| f.kind == "drop-reply") {
+    for fault in h.faults.iter().filter(|f| f.kind == FaultKind::DropReply) {
         let Some(id) = fault.request else { continue };
         let trips: Vec<_> = h.wire.iter().filter(|w| w.request == Some(id)).collect();
         let Some(dropped) = trips.iter().rev().find(|w| w.t_us <= fault.t_us) else {

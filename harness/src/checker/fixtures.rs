@@ -3,6 +3,7 @@
 //! Times are written in milliseconds since the run started and stored in microseconds, as
 //! the recorder does. Identity `n`'s key is `rl:n` (the default [`limit`]'s prefix).
 
+use crate::scenario::FaultKind;
 use std::collections::BTreeMap;
 
 use super::{CheckInput, CheckResult, TtlBound, check};
@@ -225,11 +226,11 @@ impl HistoryBuilder {
     }
 
     /// The nemesis applied fault `kind` (fault 0 of the scenario) to `request` on `key`.
-    pub(crate) fn fault(mut self, t_ms: u64, kind: &str, request: Option<u64>, key: Option<&str>) -> Self {
+    pub(crate) fn fault(mut self, t_ms: u64, kind: FaultKind, request: Option<u64>, key: Option<&str>) -> Self {
         self.events.push(Event::Fault {
             t_us: us(t_ms),
             fault: 0,
-            kind: kind.to_owned(),
+            kind,
             request,
             key: key.map(str::to_owned),
             command: None,
@@ -239,7 +240,7 @@ impl HistoryBuilder {
     }
 
     /// Fault 0 of `kind` acting on `command` of `request` (a fault on a reply, in the proxy).
-    pub(crate) fn command_fault(mut self, t_ms: u64, kind: &str, request: u64, command: &str) -> Self {
+    pub(crate) fn command_fault(mut self, t_ms: u64, kind: FaultKind, request: u64, command: &str) -> Self {
         let identity = self
             .events
             .iter()
@@ -251,7 +252,7 @@ impl HistoryBuilder {
         self.events.push(Event::Fault {
             t_us: us(t_ms),
             fault: 0,
-            kind: kind.to_owned(),
+            kind,
             request: Some(request),
             key: Some(key(identity)),
             command: Some(command.to_owned()),

@@ -9,11 +9,12 @@
 
 use super::{Anomaly, CheckInput, CheckResult, Verdict};
 use crate::history::Outcome;
+use crate::scenario::FaultKind;
 use crate::scenario::Invariant;
 
 pub fn errors_surfaced(input: &CheckInput<'_>) -> CheckResult {
     let h = input.history;
-    let injected: Vec<_> = h.faults.iter().filter(|f| f.kind == "inject-error").collect();
+    let injected: Vec<_> = h.faults.iter().filter(|f| f.kind == FaultKind::InjectError).collect();
     if injected.is_empty() {
         return CheckResult::unknown(
             Invariant::ErrorsSurfaced,

@@ -5,6 +5,7 @@ use super::fixtures::{HistoryBuilder, config, key, limit, us};
 use super::{Anomaly, CheckResult, Verdict};
 use crate::history::Outcome;
 use crate::scenario::Algorithm;
+use crate::scenario::FaultKind;
 use crate::scenario::Invariant::{
     self, AdmitsUpToLimit, AdmittedWithinLimit, ErrorsSurfaced, NoCounterReset, NoDoubleCount, NoLeakedKeys, NoLockout,
     TtlBounded, TtlPresent,
@@ -66,7 +67,7 @@ fn ttl_present_valid_when_every_sampled_key_has_an_expiry() {
 fn ttl_present_invalid_names_the_immortal_key_its_creator_and_the_fault() {
     let result = HistoryBuilder::new()
         .request(1, 0, 0, 2, Outcome::Allowed, Some(1), &["GET", "INCR"])
-        .fault(1, "expire-between-round-trips", Some(1), Some("rl:0"))
+        .fault(1, FaultKind::ExpireBetweenRoundTrips, Some(1), Some("rl:0"))
         .allowed(2, 1, 0, 2, 1)
         .sample(500, false, &[("rl:0", -1, Some("1")), ("rl:1", 500, Some("1"))])
         .sample(3000, true, &[("rl:0", -1, Some("1"))])
@@ -1336,7 +1337,7 @@ fn a_write_sent_again_after_its_reply_was_lost_is_a_double_count() {
         .allowed(1, 0, 0, 1, 1)
         .request(2, 0, 10, 20, Outcome::Allowed, Some(3), &["MULTI INCR PEXPIRE EXEC"])
         .wire(11, 2, &["MULTI", "INCR rl:0", "PEXPIRE rl:0 1000 NX", "EXEC"])
-        .command_fault(11, "drop-reply", 2, "EXEC")
+        .command_fault(11, FaultKind::DropReply, 2, "EXEC")
         .wire(15, 2, &["MULTI", "INCR rl:0", "PEXPIRE rl:0 1000 NX", "EXEC"]);
     let result = history.check_one(NoDoubleCount);
     assert_verdict(&result, Verdict::Invalid);
@@ -1354,7 +1355,7 @@ fn a_lost_reply_counted_once_is_no_double_count() {
         .allowed(1, 0, 0, 1, 1)
         .request(2, 0, 10, 20, Outcome::Indeterminate, None, &["INCR"])
         .wire(11, 2, &["INCR rl:0"])
-        .command_fault(11, "drop-reply", 2, "INCR")
+        .command_fault(11, FaultKind::DropReply, 2, "INCR")
         .allowed(3, 0, 30, 31, 3)
         .check_one(NoDoubleCount);
     assert_verdict(&result, Verdict::Valid);
@@ -1391,7 +1392,7 @@ fn a_swallowed_injected_error_is_reported() {
     let history = HistoryBuilder::new()
         .allowed(1, 0, 0, 2, 1)
         .wire(1, 1, &["INCR rl:0"])
-        .command_fault(1, "inject-error", 1, "INCR");
+        .command_fault(1, FaultKind::InjectError, 1, "INCR");
     let result = history.check_one(ErrorsSurfaced);
     assert_verdict(&result, Verdict::Invalid);
     assert_eq!(sole_anomaly(&result).kind, "error-admitted");
@@ -1402,14 +1403,14 @@ fn another_command_after_the_error_is_no_recovery_but_the_same_one_is() {
     let swallowed = HistoryBuilder::new()
         .allowed(1, 0, 0, 5, 1)
         .wire(1, 1, &["GET rl:0"])
-        .command_fault(1, "inject-error", 1, "GET")
+        .command_fault(1, FaultKind::InjectError, 1, "GET")
         .wire(2, 1, &["SET rl:0 1 PX 1000"])
         .check_one(ErrorsSurfaced);
     assert_verdict(&swallowed, Verdict::Invalid);
     let recovered = HistoryBuilder::new()
         .allowed(1, 0, 0, 5, 1)
         .wire(1, 1, &["EVALSHA abc 1 rl:0"])
-        .command_fault(1, "inject-error", 1, "EVALSHA")
+        .command_fault(1, FaultKind::InjectError, 1, "EVALSHA")
         .wire(2, 1, &["SCRIPT LOAD ..."])
         .wire(3, 1, &["EVALSHA abc 1 rl:0"])
         .check_one(ErrorsSurfaced);
@@ -1421,7 +1422,7 @@ fn another_command_after_the_error_is_no_recovery_but_the_same_one_is() {
 fn a_surfaced_error_is_valid_and_no_injection_is_unknown() {
     let surfaced = HistoryBuilder::new()
         .request(1, 0, 0, 2, Outcome::Error, None, &["INCR"])
-        .command_fault(1, "inject-error", 1, "INCR")
+        .command_fault(1, FaultKind::InjectError, 1, "INCR")
         .check_one(ErrorsSurfaced);
     assert_verdict(&surfaced, Verdict::Valid);
     let nothing = HistoryBuilder::new().allowed(1, 0, 0, 2, 1).check_one(ErrorsSurfaced);

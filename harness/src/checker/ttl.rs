@@ -1,5 +1,6 @@
 //! `ttl-present` and `ttl-bounded`: what the observer saw of the keys' expiries.
 
+use crate::scenario::FaultKind;
 use std::collections::BTreeMap;
 
 use super::unseen::{keys_unseen, unobserved_keys_note};
@@ -101,7 +102,7 @@ fn planted_not_yet_due(history: &HistoryIndex, key: &str, sample: &Sample, windo
 fn immortal(history: &HistoryIndex, key: &str, sample: &Sample, value: Option<String>, times: usize) -> Anomaly {
     let creator = creator_before(history, key, sample.t_start_us);
     let fault = history.faults.iter().rfind(|f| {
-        f.key.as_deref() == Some(key) && f.t_us <= sample.t_start_us && f.kind == "expire-between-round-trips"
+        f.key.as_deref() == Some(key) && f.t_us <= sample.t_start_us && f.kind == FaultKind::ExpireBetweenRoundTrips
     });
     let mut because = format!("{key} exists with no expiry (PTTL -1): it will never expire");
     if let Some(c) = creator {

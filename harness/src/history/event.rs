@@ -1,5 +1,6 @@
 //! History events. Times are microseconds since the run started (`t_us`).
 
+use crate::scenario::FaultKind;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,7 +59,7 @@ pub enum Event {
         t_us: u64,
         /// Index of the fault in the scenario's [[fault]] list.
         fault: usize,
-        kind: String,
+        kind: FaultKind,
         #[serde(skip_serializing_if = "Option::is_none")]
         request: Option<u64>,
         #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,6 +1,7 @@
 //! A read-only view of a history, organised for the checkers: requests with their
 //! completions, samples, and keyspace events per key.
 
+use crate::scenario::FaultKind;
 use std::collections::BTreeMap;
 
 use super::{Event, KeySample, Outcome};
@@ -125,7 +126,7 @@ pub struct WireRecord {
 pub struct FaultRecord {
     pub t_us: u64,
     pub fault: usize,
-    pub kind: String,
+    pub kind: FaultKind,
     pub request: Option<u64>,
     pub key: Option<String>,
     /// The command a fault on a reply acted on.

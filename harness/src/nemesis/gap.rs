@@ -11,6 +11,7 @@ use super::gate::{Gate, Hold};
 use super::rules::{CommandRule, GapRule};
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
+use crate::scenario::FaultKind;
 use crate::scenario::{CommandFaultAction, GapFaultAction, Scenario};
 use crate::trip::{RequestCtx, TripSummary};
 
@@ -130,7 +131,7 @@ impl Nemesis {
         self.recorder.record(Event::Fault {
             t_us: self.clock.now_us(),
             fault: rule.fault,
-            kind: rule.action.kind_name().to_owned(),
+            kind: rule.action.kind(),
             request: Some(req.id),
             key: Some(command.keys.first().unwrap_or(&req.key).clone()),
             command: command.commands.first().cloned(),
@@ -160,21 +161,24 @@ impl Nemesis {
             req.ordinal
         );
         let (kind, effect) = match rule.action {
-            GapFaultAction::ExpireKey => ("expire-between-round-trips", self.expire(keys, &place).await),
+            GapFaultAction::ExpireKey => (FaultKind::ExpireBetweenRoundTrips, self.expire(keys, &place).await),
             GapFaultAction::Stall { stall_ms } => {
                 tokio::time::sleep(Duration::from_millis(stall_ms)).await;
-                ("stall-between-round-trips", format!("stalled {stall_ms} ms {place}"))
+                (
+                    FaultKind::StallBetweenRoundTrips,
+                    format!("stalled {stall_ms} ms {place}"),
+                )
             }
             GapFaultAction::ClientDies => {
                 let effect = format!("the client died {place}: it never sent {}", next.label());
                 outcome.client_dies = Some(effect.clone());
-                ("client-dies-between-round-trips", effect)
+                (FaultKind::ClientDiesBetweenRoundTrips, effect)
             }
         };
         self.recorder.record(Event::Fault {
             t_us: self.clock.now_us(),
             fault: rule.fault,
-            kind: kind.to_owned(),
+            kind,
             request: Some(req.id),
             key: Some(keys.first().unwrap_or(&req.key).clone()),
             command: None,

@@ -1,6 +1,7 @@
 //! The report's content. Everything outside [`Observed`] is decided by the scenario, the
 //! limiter and the seed; [`Observed`] holds figures that vary from run to run.
 
+use crate::scenario::FaultKind;
 use serde::Serialize;
 
 use crate::checker::{CheckResult, TtlBound, Verdict};
@@ -81,7 +82,7 @@ pub struct ServerSummary {
 #[derive(Debug, Clone, Serialize)]
 pub struct FaultSummary {
     pub index: usize,
-    pub kind: String,
+    pub kind: FaultKind,
     /// The fault as the scenario states it.
     pub spec: String,
     pub fired: u64,

@@ -3,6 +3,7 @@
 //! the rules applied. Timings, counts that depend on timing or eviction, request ids and
 //! where the servers ran stay out (they are in report.md and report.json).
 
+use crate::scenario::FaultKind;
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
@@ -54,7 +55,7 @@ pub fn render_snapshot(r: &Report) -> String {
     }
     let _ = writeln!(out);
     for f in &r.faults {
-        let what = if f.kind == "memory-pressure" {
+        let what = if f.kind == FaultKind::MemoryPressure {
             "applied".to_owned()
         } else if f.fired > 0 {
             format!("struck {} time(s)", f.fired)

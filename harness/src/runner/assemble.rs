@@ -50,7 +50,10 @@ pub fn report(
         verdict,
         invariants,
         faults: faults(config, state, index),
-        requests_scheduled: plan(&config.scenario, config.seed).total_requests(),
+        // Planned once by the run; a run stopped before it planned plans here.
+        requests_scheduled: state
+            .requests_scheduled
+            .unwrap_or_else(|| plan(&config.scenario, config.seed).total_requests()),
         reproduce: config.reproduce.clone(),
         problems,
         observed,
@@ -128,7 +131,7 @@ fn faults(config: &RunConfig, state: &RunState, index: &HistoryIndex) -> Vec<Fau
             };
             FaultSummary {
                 index: i,
-                kind: fault.kind_name().to_owned(),
+                kind: fault.kind(),
                 spec,
                 fired,
                 outcome,

@@ -26,7 +26,7 @@ use crate::observer::{
 };
 use crate::proxy::{InFlight, NemesisHook, Proxy};
 use crate::scenario::{CacheTarget, Fault, PhaseKind};
-use crate::workload::plan;
+use crate::workload::{Schedule, plan};
 
 /// How long to keep listening for keyspace notifications after the last request.
 const TRAILING_EVENTS: Duration = Duration::from_millis(100);
@@ -61,6 +61,8 @@ pub struct RunState {
     pub ttl: Option<TtlBound>,
     /// The run's id (its owner's pid first), which names what it leaves on disk.
     pub run_id: String,
+    /// How many requests the schedule holds, once planned.
+    pub requests_scheduled: Option<u64>,
 }
 
 /// A background task that is aborted if the run is dropped (interrupted).
@@ -171,7 +173,10 @@ pub async fn execute(
     let (keyspace, sampler, sample_now) =
         observe(config, &url, &layout, events_on, recorder, clock, &stop, state).await?;
     let floods = make_floods(config, &url, servers, state).await?;
+    let schedule = plan(&config.scenario, config.seed);
+    state.requests_scheduled = Some(schedule.total_requests());
     let traffic = Traffic {
+        schedule,
         nemesis,
         layout: &layout,
         floods: &floods,
@@ -497,6 +502,7 @@ async fn make_floods(
 
 /// What the traffic needs besides the limiter.
 struct Traffic<'a> {
+    schedule: Schedule,
     nemesis: Arc<Nemesis>,
     layout: &'a KeyLayout,
     floods: &'a BTreeMap<String, Arc<CacheFlood>>,
@@ -512,13 +518,13 @@ async fn drive(
     clock: RunClock,
 ) -> Result<(), SetupError> {
     let Traffic {
+        schedule,
         nemesis,
         layout,
         floods,
         sample_now,
     } = traffic;
     let scenario = &config.scenario;
-    let schedule = plan(scenario, config.seed);
     let pool = scenario
         .phases
         .iter()

@@ -10,9 +10,9 @@ mod resolve;
 pub use error::ScenarioError;
 pub use load::{find_scenario, list_scenarios, load_scenario, parse_scenario, scenario_dirs};
 pub use model::{
-    Algorithm, CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, GapFault, GapFaultAction,
-    INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Phase, PhaseKind, Pick, Scenario, ServerConfig, Setup,
-    Spacing,
+    Algorithm, CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, FaultKind, GapFault,
+    GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Phase, PhaseKind, Pick, Scenario,
+    ServerConfig, Setup, Spacing,
 };
 
 #[cfg(test)]

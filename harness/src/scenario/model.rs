@@ -355,15 +355,54 @@ pub enum Fault {
     MemoryPressure(MemoryPressure),
 }
 
-impl Fault {
-    pub fn kind_name(&self) -> &'static str {
+/// The kinds of fault, as scenario files, the history and reports name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    ExpireBetweenRoundTrips,
+    StallBetweenRoundTrips,
+    ClientDiesBetweenRoundTrips,
+    MemoryPressure,
+    DelayReply,
+    DropReply,
+    InjectError,
+    ResetConnection,
+}
+
+impl FaultKind {
+    pub fn name(self) -> &'static str {
         match self {
-            Self::ExpireBetweenRoundTrips(_) => "expire-between-round-trips",
-            Self::StallBetweenRoundTrips(_) => "stall-between-round-trips",
-            Self::ClientDiesBetweenRoundTrips(_) => "client-dies-between-round-trips",
-            Self::OnCommand(c) => c.action.kind_name(),
-            Self::MemoryPressure(_) => "memory-pressure",
+            Self::ExpireBetweenRoundTrips => "expire-between-round-trips",
+            Self::StallBetweenRoundTrips => "stall-between-round-trips",
+            Self::ClientDiesBetweenRoundTrips => "client-dies-between-round-trips",
+            Self::MemoryPressure => "memory-pressure",
+            Self::DelayReply => "delay-reply",
+            Self::DropReply => "drop-reply",
+            Self::InjectError => "inject-error",
+            Self::ResetConnection => "reset-connection",
         }
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Fault {
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Self::ExpireBetweenRoundTrips(_) => FaultKind::ExpireBetweenRoundTrips,
+            Self::StallBetweenRoundTrips(_) => FaultKind::StallBetweenRoundTrips,
+            Self::ClientDiesBetweenRoundTrips(_) => FaultKind::ClientDiesBetweenRoundTrips,
+            Self::OnCommand(c) => c.action.kind(),
+            Self::MemoryPressure(_) => FaultKind::MemoryPressure,
+        }
+    }
+
+    pub fn kind_name(&self) -> &'static str {
+        self.kind().name()
     }
 
     /// The rule of a fault that acts on a command's reply (in the fault proxy).
@@ -438,13 +477,17 @@ pub enum CommandFaultAction {
 }
 
 impl CommandFaultAction {
-    pub fn kind_name(&self) -> &'static str {
+    pub fn kind(&self) -> FaultKind {
         match self {
-            Self::DelayReply { .. } => "delay-reply",
-            Self::DropReply => "drop-reply",
-            Self::InjectError { .. } => "inject-error",
-            Self::ResetConnection => "reset-connection",
+            Self::DelayReply { .. } => FaultKind::DelayReply,
+            Self::DropReply => FaultKind::DropReply,
+            Self::InjectError { .. } => FaultKind::InjectError,
+            Self::ResetConnection => FaultKind::ResetConnection,
         }
+    }
+
+    pub fn kind_name(&self) -> &'static str {
+        self.kind().name()
     }
 }
 
