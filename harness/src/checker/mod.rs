@@ -21,7 +21,7 @@ pub use bound::TtlBound;
 pub use unseen::layout_hint;
 pub use verdict::{ANOMALIES_SHOWN, Anomaly, CheckResult, Verdict};
 
-use crate::history::{HistoryIndex, Outcome, Request};
+use crate::history::{HistoryIndex, Outcome, Problem, Request};
 use crate::keys::KeyLayout;
 use crate::scenario::Algorithm;
 use crate::scenario::{CheckConfig, Invariant, Limit};
@@ -81,7 +81,7 @@ fn downgrade_if_blind(mut result: CheckResult, history: &HistoryIndex) -> CheckR
     if result.verdict != Verdict::Valid {
         return result;
     }
-    if let Some((source, detail, _)) = history.fatal_problem() {
+    if let Some(Problem { source, detail, .. }) = history.fatal_problem() {
         result.verdict = Verdict::Unknown;
         result.summary = format!("no violation seen, but the run could not finish observing ({source}: {detail})");
     } else if history.requests.is_empty() {

@@ -93,10 +93,8 @@ pub struct HistoryIndex {
     pub samples: Vec<Sample>,
     /// Keyspace notifications per key: (t_us, event).
     pub keyspace: BTreeMap<String, Vec<(u64, String)>>,
-    /// Problems reported during the run: (source, detail, fatal).
-    pub problems: Vec<(String, String, bool)>,
-    /// Phase boundaries: (index, name, start_us, end_us).
-    pub phases: Vec<(usize, String, u64, Option<u64>)>,
+    /// Problems reported during the run.
+    pub problems: Vec<Problem>,
     /// Whether the keyspace subscriber was up for the whole run.
     pub keyspace_complete: bool,
     /// What the nemesis did, in order.
@@ -110,6 +108,15 @@ pub struct HistoryIndex {
     pub unattributed: Vec<(u64, String)>,
     /// Cache entries the memory-pressure faults wrote: (ok, failed).
     pub cache_writes: (u64, u64),
+}
+
+/// A problem reported during the run; a fatal one means the run could not observe what it
+/// needed, so nothing it did not see can pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub source: String,
+    pub detail: String,
+    pub fatal: bool,
 }
 
 /// One round trip through the fault proxy.
@@ -259,21 +266,9 @@ impl HistoryIndex {
                 if source == "keyspace" {
                     self.keyspace_complete = false;
                 }
-                self.problems.push((source, detail, fatal));
+                self.problems.push(Problem { source, detail, fatal });
             }
-            Event::Phase {
-                t_us,
-                index,
-                name,
-                edge,
-            } => match edge {
-                super::PhaseEdge::Start => self.phases.push((index, name, t_us, None)),
-                super::PhaseEdge::End => {
-                    if let Some(p) = self.phases.iter_mut().find(|p| p.0 == index) {
-                        p.3 = Some(t_us);
-                    }
-                }
-            },
+            Event::Phase { .. } => {}
             Event::Fault {
                 t_us,
                 fault,
@@ -441,8 +436,8 @@ impl HistoryIndex {
     }
 
     /// The first fatal problem, if the run lost what it needed to judge.
-    pub fn fatal_problem(&self) -> Option<&(String, String, bool)> {
-        self.problems.iter().find(|p| p.2)
+    pub fn fatal_problem(&self) -> Option<&Problem> {
+        self.problems.iter().find(|p| p.fatal)
     }
 
     /// Keyspace events on `key` with `from_us <= t <= to_us`.

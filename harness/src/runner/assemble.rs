@@ -24,8 +24,8 @@ pub fn report(
         index
             .problems
             .iter()
-            .filter(|p| p.2)
-            .map(|(source, detail, _)| format!("{source}: {detail}")),
+            .filter(|p| p.fatal)
+            .map(|p| format!("{}: {}", p.source, p.detail)),
     );
     problems.dedup();
     let observed = observed(state, index, &invariants, servers, wall_ms);

@@ -16,7 +16,7 @@ use super::setup::{Servers, configure, connect, restore, unlink};
 use crate::checker::TtlBound;
 use crate::clock::RunClock;
 use crate::error::SetupError;
-use crate::history::{Event, HistoryIndex, Recorder, ServerRole};
+use crate::history::{Event, HistoryIndex, Problem, Recorder, ServerRole};
 use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, LimiterEnv};
 use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults};
@@ -616,9 +616,9 @@ pub async fn leave_server_as_found(url: &str, index: &mut HistoryIndex, state: &
     if !strangers.is_empty() {
         index.forget_keys(&strangers);
         let strangers: Vec<&String> = strangers.iter().collect();
-        index.problems.push((
-            "foreign-keys".into(),
-            format!(
+        index.problems.push(Problem {
+            source: "foreign-keys".into(),
+            detail: format!(
                 "keys of the limiter's layout that none of the run's requests named appeared during the run: {}{} — another client writes there; the run cannot tell its keys from theirs (they were left alone)",
                 strangers.iter().take(3).map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
                 match strangers.len() {
@@ -626,8 +626,8 @@ pub async fn leave_server_as_found(url: &str, index: &mut HistoryIndex, state: &
                     n => format!(" (+{})", n - 3),
                 }
             ),
-            true,
-        ));
+            fatal: true,
+        });
     }
     let previous = std::mem::take(&mut state.previous_settings);
     let mut conn = match connect(url).await {
