@@ -589,6 +589,7 @@ fn keys_of(report: &Report) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn correct_limiters_with_their_own_keys_pass_steady_control() {
+    // Long: one run per real limiter layout, asserted the same way, in a row.
     limits_installed();
     let two_key = format!("lua:{}", example("lua/two_key_token_bucket.lua").display());
     let cases = [

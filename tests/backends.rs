@@ -146,6 +146,7 @@ async fn config_get(conn: &mut redis::aio::MultiplexedConnection, name: &str) ->
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_the_harness_did_not_start_is_left_as_found() {
+    // Long: the steps of one story on one server (refused, run, cleaned up, refused again).
     let Some(server) = TestServer::start(Kind::Process).await else {
         return;
     };

@@ -68,6 +68,7 @@ async fn client(url: &str) -> redis::aio::MultiplexedConnection {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clients_see_the_server_through_it() {
+    // Long: one client feature after another through the same proxy.
     let server = TestServer::start(Kind::Process).await.unwrap();
     let proxy = Proxy::start(&server.url, Arc::new(PassThrough)).await.unwrap();
     let mut conn = client(&proxy.url()).await;
@@ -180,6 +181,7 @@ async fn a_malformed_command_closes_that_connection_only() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fault_actions_act_on_the_matched_command() {
+    // Long: each fault action checked against the server's own count, in a row on one server.
     let server = TestServer::start(Kind::Process).await.unwrap();
     let mut direct = server.conn().await;
     let () = redis::cmd("SET")

@@ -283,6 +283,7 @@ fn inline_line(buf: &[u8]) -> Result<Option<(usize, usize)>, ParseError> {
 /// quote must be followed by a blank or the end. Like redis-server (which works on a C string), a
 /// NUL byte ends the line.
 fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ParseError> {
+    // Long: one byte-level state machine for inline commands (quotes, escapes).
     let line = match line.iter().position(|&b| b == 0) {
         Some(nul) => &line[..nul],
         None => line,

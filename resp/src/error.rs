@@ -99,6 +99,7 @@ impl fmt::Display for ByteName {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Long: one message per parse error.
         match self {
             ParseError::BadTypeByte { byte, offset } => {
                 write!(f, "bad type byte {} at offset {offset}", ByteName(*byte))

@@ -168,6 +168,7 @@ fn is_double(s: &[u8]) -> Option<&str> {
 /// index just after it.
 #[inline]
 pub(crate) fn read_header(buf: &[u8], pos: usize) -> Read<(Header<'_>, usize)> {
+    // Long: the RESP type byte dispatch, kept in one function on the proxy's hot path.
     let Some(&ty) = buf.get(pos) else { return Ok(None) };
     let p = pos + 1;
     let header = match ty {

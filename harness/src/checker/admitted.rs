@@ -29,6 +29,7 @@ struct Densest {
 }
 
 pub fn admitted_within_limit(input: &CheckInput<'_>) -> CheckResult {
+    // Long: each algorithm's window rule and its evidence are one judgement; split, the window state would travel through every helper.
     let (bound, rule) = bound(input);
     let window_us = input.limit.window_ms * 1000;
     let mut anomalies = Vec::new();

@@ -38,6 +38,7 @@ const WRITES: [&str; 16] = [
 ];
 
 pub fn no_double_count(input: &CheckInput<'_>) -> CheckResult {
+    // Long: two detections (a write retried after a lost reply, a count jump) share one walk over each key's requests.
     let h = input.history;
     let (mut anomalies, lost_replies) = retried_writes(input);
     let mut pairs = 0usize;

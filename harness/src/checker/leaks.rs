@@ -12,6 +12,7 @@ use crate::scenario::Invariant;
 const SLACK_US: u64 = 20_000;
 
 pub fn no_leaked_keys(input: &CheckInput<'_>) -> CheckResult {
+    // Long: the cases that make it unknown (no quiet identity, no final audit, no key seen) are spelled out before the judgement.
     let history = input.history;
     let grace_us = input.ttl.bound_ms().saturating_mul(1000).saturating_add(SLACK_US);
     let rule = format!(

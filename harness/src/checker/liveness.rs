@@ -111,6 +111,7 @@ fn starved(
     need: u64,
     span_us: u64,
 ) -> Anomaly {
+    // Long: one walk over the quiet periods, each reason a period cannot count named where it is decided.
     let (first, last) = (span[0], span[span.len() - 1]);
     let end_us = first.invoke_us + span_us;
     let mut keys: Vec<&str> = Vec::new();

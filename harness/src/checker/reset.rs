@@ -19,6 +19,7 @@ const NOTIFY_DELAY_US: u64 = 50_000;
 const DEADLINE_SLACK_US: u64 = 20_000;
 
 pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
+    // Long: one walk per key, each window end classified where it is found (expiry, eviction, deletion, a new key).
     let history = input.history;
     let mut anomalies = Vec::new();
     let mut notes = Vec::new();

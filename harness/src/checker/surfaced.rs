@@ -13,6 +13,7 @@ use crate::scenario::FaultKind;
 use crate::scenario::Invariant;
 
 pub fn errors_surfaced(input: &CheckInput<'_>) -> CheckResult {
+    // Long: each injected error is matched to the request it struck, with its evidence built in place.
     let h = input.history;
     let injected: Vec<_> = h.faults.iter().filter(|f| f.kind == FaultKind::InjectError).collect();
     if injected.is_empty() {

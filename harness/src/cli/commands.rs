@@ -153,7 +153,8 @@ fn print_summary(report: &Report) {
     say(&format!("reproduce: {}", report.reproduce));
 }
 
-pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
+/// The scenarios `--scenarios` selects, loaded and adjusted by `--keys`/`--window-ms`.
+fn matrix_scenarios(args: &MatrixArgs) -> Result<Vec<Scenario>, SetupError> {
     let mut scenarios: Vec<_> = list_scenarios()
         .into_iter()
         .filter(|(name, _)| glob_match(&args.scenarios, name))
@@ -168,6 +169,41 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
             args.scenarios
         )));
     }
+    Ok(scenarios)
+}
+
+/// The matrix prefers local processes: one fresh server per cell either way, the same
+/// binary the image is built from, and cheaper to start than a container.
+fn matrix_server(args: &MatrixArgs) -> BackendArgs {
+    let mut server = args.server.clone();
+    if server.backend == BackendChoice::Auto
+        && server.url.is_none()
+        && backend::local_redis(&server.redis_server).is_ok()
+    {
+        server.backend = BackendChoice::Process;
+    }
+    server
+}
+
+/// The exit code of a finished matrix: setup errors first, then cells that judged
+/// otherwise than their scenario expects, then unknown cells.
+fn matrix_exit(cells: &[matrix::Cell]) -> ExitCode {
+    let mismatched = cells
+        .iter()
+        .filter(|c| c.verdict().is_some_and(|v| v != Verdict::Unknown) && !c.as_expected());
+    if cells.iter().any(|c| c.outcome.is_err()) {
+        ExitCode::Setup
+    } else if mismatched.count() > 0 {
+        ExitCode::Invalid
+    } else if cells.iter().any(|c| c.verdict() == Some(Verdict::Unknown)) {
+        ExitCode::Unknown
+    } else {
+        ExitCode::Valid
+    }
+}
+
+pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
+    let scenarios = matrix_scenarios(&args)?;
     let names: Vec<String> = if args.limiters.is_empty() {
         BUILTIN_NAMES.iter().map(|n| (*n).to_owned()).collect()
     } else {
@@ -177,15 +213,7 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         .iter()
         .map(|n| crate::limiter::resolve(n))
         .collect::<Result<Vec<_>, _>>()?;
-    // The matrix prefers local processes: one fresh server per cell either way, the same
-    // binary the image is built from, without docker-proxy relaying every packet.
-    let mut server = args.server.clone();
-    if server.backend == BackendChoice::Auto
-        && server.url.is_none()
-        && backend::local_redis(&server.redis_server).is_ok()
-    {
-        server.backend = BackendChoice::Process;
-    }
+    let server = matrix_server(&args);
     let backend = backend_for(&server).await?;
     let mut jobs = args.jobs;
     if !backend.owns_servers() && jobs > 1 {
@@ -239,18 +267,7 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         started.elapsed().as_secs_f64(),
         path.display()
     ));
-    let mismatched = cells
-        .iter()
-        .filter(|c| c.verdict().is_some_and(|v| v != Verdict::Unknown) && !c.as_expected());
-    Ok(if cells.iter().any(|c| c.outcome.is_err()) {
-        ExitCode::Setup
-    } else if mismatched.count() > 0 {
-        ExitCode::Invalid
-    } else if cells.iter().any(|c| c.verdict() == Some(Verdict::Unknown)) {
-        ExitCode::Unknown
-    } else {
-        ExitCode::Valid
-    })
+    Ok(matrix_exit(&cells))
 }
 
 pub fn list() -> Result<ExitCode, SetupError> {

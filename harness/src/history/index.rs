@@ -11,7 +11,7 @@ use crate::keys::{KeyLayout, Sighting};
 const FOREIGN_KEYS_MAX: usize = 256;
 
 /// One request: its invocation merged with its completion (absent if the run was cut short).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Request {
     pub id: u64,
     pub identity: u32,
@@ -60,6 +60,38 @@ impl Request {
         match self.keys.as_slice() {
             [key] => Some(key),
             _ => None,
+        }
+    }
+
+    /// Merge its completion (an [`Event::Complete`]) into the request.
+    fn complete(&mut self, event: Event, layout: &KeyLayout) {
+        let Event::Complete {
+            t_us,
+            outcome,
+            count,
+            trips,
+            keys,
+            error,
+            ..
+        } = event
+        else {
+            return;
+        };
+        self.complete_us = Some(t_us);
+        self.outcome = Some(outcome);
+        self.count = count;
+        self.trips = trips;
+        self.error = error;
+        self.take_keys(keys, layout);
+    }
+
+    /// The keys its completion names: the identity's (by `layout`), and the others.
+    fn take_keys(&mut self, keys: Vec<String>, layout: &KeyLayout) {
+        let identity = self.identity;
+        if keys.iter().all(|k| layout.is_key_of(k, identity)) {
+            self.keys = keys;
+        } else {
+            (self.keys, self.other_keys) = keys.into_iter().partition(|k| layout.is_key_of(k, identity));
         }
     }
 
@@ -191,6 +223,7 @@ impl HistoryIndex {
     }
 
     fn add(&mut self, event: Event, layout: &KeyLayout, pending: &mut BTreeMap<u64, usize>) {
+        // Long: one arm per kind of history event; the long arms are methods.
         match event {
             Event::Invoke {
                 id,
@@ -206,39 +239,14 @@ impl HistoryIndex {
                     identity,
                     ordinal,
                     harness_key: key,
-                    keys: Vec::new(),
-                    other_keys: Vec::new(),
                     phase,
                     invoke_us: t_us,
-                    complete_us: None,
-                    outcome: None,
-                    count: None,
-                    trips: Vec::new(),
-                    error: None,
+                    ..Request::default()
                 });
             }
-            Event::Complete {
-                id,
-                t_us,
-                outcome,
-                count,
-                trips,
-                keys,
-                error,
-            } => {
+            Event::Complete { id, .. } => {
                 if let Some(pos) = pending.remove(&id) {
-                    let r = &mut self.requests[pos];
-                    r.complete_us = Some(t_us);
-                    r.outcome = Some(outcome);
-                    r.count = count;
-                    r.trips = trips;
-                    r.error = error;
-                    let identity = r.identity;
-                    if keys.iter().all(|k| layout.is_key_of(k, identity)) {
-                        r.keys = keys;
-                    } else {
-                        (r.keys, r.other_keys) = keys.into_iter().partition(|k| layout.is_key_of(k, identity));
-                    }
+                    self.requests[pos].complete(event, layout);
                 }
             }
             Event::Sample {
@@ -269,23 +277,7 @@ impl HistoryIndex {
                 self.problems.push(Problem { source, detail, fatal });
             }
             Event::Phase { .. } => {}
-            Event::Fault {
-                t_us,
-                fault,
-                kind,
-                request,
-                key,
-                command,
-                effect,
-            } => self.faults.push(FaultRecord {
-                t_us,
-                fault,
-                kind,
-                request,
-                key,
-                command,
-                effect,
-            }),
+            fault @ Event::Fault { .. } => self.add_fault(fault),
             Event::Setup { t_us, key, .. } => {
                 self.planted.insert(key, t_us);
             }
@@ -297,14 +289,7 @@ impl HistoryIndex {
                 keys,
             } => {
                 if request.is_none() {
-                    // Keys of the layout the proxy could give to no request (a plant, a reply
-                    // after the harness gave up) are the limiter's: not foreign.
-                    for key in keys.into_iter().filter(|k| layout.identity_of(k.as_bytes()).is_none()) {
-                        let known = self.unattributed.iter().any(|(_, k)| *k == key);
-                        if !known && self.unattributed.len() < FOREIGN_KEYS_MAX {
-                            self.unattributed.push((t_us, key));
-                        }
-                    }
+                    self.add_unattributed(t_us, keys, layout);
                 }
                 self.wire.push(WireRecord {
                     t_us,
@@ -317,11 +302,44 @@ impl HistoryIndex {
                 writes_ok,
                 writes_failed,
                 ..
-            } => {
-                self.cache_writes.0 += writes_ok;
-                self.cache_writes.1 += writes_failed;
-            }
+            } => self.cache_writes = (self.cache_writes.0 + writes_ok, self.cache_writes.1 + writes_failed),
             Event::Run { .. } | Event::Stats { .. } => {}
+        }
+    }
+
+    fn add_fault(&mut self, fault: Event) {
+        let Event::Fault {
+            t_us,
+            fault,
+            kind,
+            request,
+            key,
+            command,
+            effect,
+        } = fault
+        else {
+            return;
+        };
+        self.faults.push(FaultRecord {
+            t_us,
+            fault,
+            kind,
+            request,
+            key,
+            command,
+            effect,
+        });
+    }
+
+    /// Keys outside the layout that the proxy could give to no request. (Keys of the layout
+    /// it could not attribute — a plant, a reply after the harness gave up — are the
+    /// limiter's: not foreign.)
+    fn add_unattributed(&mut self, t_us: u64, keys: Vec<String>, layout: &KeyLayout) {
+        for key in keys.into_iter().filter(|k| layout.identity_of(k.as_bytes()).is_none()) {
+            let known = self.unattributed.iter().any(|(_, k)| *k == key);
+            if !known && self.unattributed.len() < FOREIGN_KEYS_MAX {
+                self.unattributed.push((t_us, key));
+            }
         }
     }
 

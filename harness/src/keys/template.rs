@@ -34,6 +34,7 @@ pub struct KeyTemplate {
 impl KeyTemplate {
     /// Parse a template; the error says what is wrong in one line.
     pub fn parse(text: &str) -> Result<Self, String> {
+        // Long: a parser of the template syntax, one arm per token, each error pointing at its column.
         if text.is_empty() {
             return Err("a key template may not be empty".into());
         }

@@ -61,6 +61,7 @@ pub fn report(
 }
 
 fn faults(config: &RunConfig, state: &RunState, index: &HistoryIndex) -> Vec<FaultSummary> {
+    // Long: one report line per kind of fault, in that kind's words.
     let fired: Vec<(usize, u64)> = state.nemesis.as_ref().map(|n| n.fired()).unwrap_or_default();
     config
         .scenario

@@ -101,6 +101,7 @@ pub async fn execute(
     clock: RunClock,
     state: &mut RunState,
 ) -> Result<(), SetupError> {
+    // Long: the run's steps in their order, each a named function; the order is the point.
     let scenario = &config.scenario;
     let url = servers.limiter.url().to_owned();
     let mut admin = connect(&url).await?;
@@ -120,42 +121,12 @@ pub async fn execute(
     let layout = decide_keys(config, &link, state);
 
     let events_on = prepare_server(config, &mut admin, &url, &layout, state).await?;
-    recorder.record(Event::Run {
-        scenario: scenario.name.clone(),
-        limiter: link.limiter.name().to_owned(),
-        seed: config.seed,
-        backend: config.backend.name().to_owned(),
-        server_version: info.version.clone(),
-        keys: layout.texts(),
-        keys_from: layout.source.to_string(),
-    });
-    if !events_on {
-        let detail = "keyspace notifications are off on this server (notify-keyspace-events lacks Kgxe) and --allow-reconfigure was not given: expirations and evictions cannot be seen";
-        problem(recorder, clock, "keyspace", detail, false);
-        state.problems.push(detail.into());
-    }
+    announce(config, &link, &info.version, &layout, events_on, recorder, clock, state);
     let mut cache_conn = match &servers.cache {
         Some(cache) => Some(configure_cache(config, cache.url(), state).await?),
         None => None,
     };
-
-    link.limiter
-        .prepare(&mut admin, &scenario.limit)
-        .await
-        .map_err(|e| SetupError::LimiterPrepare {
-            limiter: link.limiter.name().to_owned(),
-            reason: e.to_string(),
-        })?;
-    plant(
-        &scenario.setup,
-        &scenario.limit,
-        link.limiter.as_ref(),
-        &layout,
-        &mut admin,
-        recorder,
-        clock,
-    )
-    .await?;
+    prepare_state(config, &link, &layout, &mut admin, recorder, clock).await?;
     let start_stats = read_stats(&mut admin, ServerRole::Limiter, clock.now_us())
         .await
         .map_err(connect_err)?;
@@ -207,6 +178,64 @@ pub async fn execute(
     )
     .await;
     Ok(())
+}
+
+/// The run's header in the history, and the problem of a server that keeps its keyspace
+/// events to itself.
+#[allow(clippy::too_many_arguments)]
+fn announce(
+    config: &RunConfig,
+    link: &Link,
+    server_version: &str,
+    layout: &KeyLayout,
+    events_on: bool,
+    recorder: &Recorder,
+    clock: RunClock,
+    state: &mut RunState,
+) {
+    recorder.record(Event::Run {
+        scenario: config.scenario.name.clone(),
+        limiter: link.limiter.name().to_owned(),
+        seed: config.seed,
+        backend: config.backend.name().to_owned(),
+        server_version: server_version.to_owned(),
+        keys: layout.texts(),
+        keys_from: layout.source.to_string(),
+    });
+    if !events_on {
+        let detail = "keyspace notifications are off on this server (notify-keyspace-events lacks Kgxe) and --allow-reconfigure was not given: expirations and evictions cannot be seen";
+        problem(recorder, clock, "keyspace", detail, false);
+        state.problems.push(detail.into());
+    }
+}
+
+/// The limiter's own preparation (loading a script, say), then the scenario's planted state.
+async fn prepare_state(
+    config: &RunConfig,
+    link: &Link,
+    layout: &KeyLayout,
+    admin: &mut MultiplexedConnection,
+    recorder: &Recorder,
+    clock: RunClock,
+) -> Result<(), SetupError> {
+    let scenario = &config.scenario;
+    link.limiter
+        .prepare(admin, &scenario.limit)
+        .await
+        .map_err(|e| SetupError::LimiterPrepare {
+            limiter: link.limiter.name().to_owned(),
+            reason: e.to_string(),
+        })?;
+    plant(
+        &scenario.setup,
+        &scenario.limit,
+        link.limiter.as_ref(),
+        layout,
+        admin,
+        recorder,
+        clock,
+    )
+    .await
 }
 
 fn problem(recorder: &Recorder, clock: RunClock, source: &str, detail: &str, fatal: bool) {

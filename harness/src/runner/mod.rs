@@ -88,6 +88,7 @@ pub struct RunOutcome {
 /// Run the scenario. Setup problems are errors; everything the limiter does, good or bad,
 /// is in the returned report.
 pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
+    // Long: every way out (done, error, signal, deadline) goes through one clean-up, kept in one place.
     refuse_disruption(&config)?;
     // From here a signal stops the run instead of the process: servers, adapters and
     // settings are put back on the way out.

@@ -370,6 +370,22 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    pub const ALL: [FaultKind; 8] = [
+        Self::ExpireBetweenRoundTrips,
+        Self::StallBetweenRoundTrips,
+        Self::ClientDiesBetweenRoundTrips,
+        Self::DelayReply,
+        Self::DropReply,
+        Self::InjectError,
+        Self::ResetConnection,
+        Self::MemoryPressure,
+    ];
+
+    /// The kind a scenario file names.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Self::ExpireBetweenRoundTrips => "expire-between-round-trips",

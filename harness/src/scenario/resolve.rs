@@ -9,7 +9,7 @@ use toml::Spanned;
 use super::error::ScenarioError;
 use super::file::{CheckFile, FaultFile, LimitFile, PhaseFile, ScenarioFile, ServerFile, SetupFile};
 use super::model::{
-    CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, GapFault, GapFaultAction,
+    CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, FaultKind, GapFault, GapFaultAction,
     INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Phase, PhaseKind, Pick, REQUESTS_PER_RUN_MAX, Scenario,
     ServerConfig, Setup, Spacing,
 };
@@ -537,8 +537,14 @@ fn resolve_fault(
     src: &Source<'_>,
 ) -> Result<Fault, ScenarioError> {
     let f = fault.get_ref();
-    match f.kind.get_ref().as_str() {
-        "expire-between-round-trips" => {
+    let Some(kind) = FaultKind::parse(f.kind.get_ref()) else {
+        let known: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
+        return Err(src
+            .error(&f.kind, format!("unknown fault kind `{}`", f.kind.get_ref()))
+            .with_help(format!("one of: {}", known.join(", "))));
+    };
+    match kind {
+        FaultKind::ExpireBetweenRoundTrips => {
             src.not_for(&f.stall_ms, "stall_ms", "expire-between-round-trips fault", GAP_TAKES)?;
             reject_pressure_fields(f, "expire-between-round-trips fault", GAP_TAKES, src)?;
             reject_command_fields(f, "expire-between-round-trips fault", GAP_TAKES, src)?;
@@ -549,7 +555,7 @@ fn resolve_fault(
                 src,
             )?))
         }
-        "stall-between-round-trips" => {
+        FaultKind::StallBetweenRoundTrips => {
             reject_pressure_fields(f, "stall-between-round-trips fault", STALL_TAKES, src)?;
             reject_command_fields(f, "stall-between-round-trips fault", STALL_TAKES, src)?;
             let stall = f.stall_ms.as_ref().ok_or_else(|| {
@@ -564,19 +570,26 @@ fn resolve_fault(
                 src,
             )?))
         }
-        "client-dies-between-round-trips" => {
-            src.not_for(&f.stall_ms, "stall_ms", "client-dies-between-round-trips fault", GAP_TAKES)?;
+        FaultKind::ClientDiesBetweenRoundTrips => {
+            src.not_for(
+                &f.stall_ms,
+                "stall_ms",
+                "client-dies-between-round-trips fault",
+                GAP_TAKES,
+            )?;
             reject_pressure_fields(f, "client-dies-between-round-trips fault", GAP_TAKES, src)?;
             reject_command_fields(f, "client-dies-between-round-trips fault", GAP_TAKES, src)?;
-            Ok(Fault::ClientDiesBetweenRoundTrips(resolve_gap(f, limit, GapFaultAction::ClientDies, src)?))
+            Ok(Fault::ClientDiesBetweenRoundTrips(resolve_gap(
+                f,
+                limit,
+                GapFaultAction::ClientDies,
+                src,
+            )?))
         }
-        "memory-pressure" => resolve_pressure(f, phases, has_cache_server, src).map(Fault::MemoryPressure),
-        kind @ ("delay-reply" | "drop-reply" | "inject-error" | "reset-connection") => {
+        FaultKind::MemoryPressure => resolve_pressure(f, phases, has_cache_server, src).map(Fault::MemoryPressure),
+        FaultKind::DelayReply | FaultKind::DropReply | FaultKind::InjectError | FaultKind::ResetConnection => {
             resolve_command_fault(f, kind, limit, src).map(Fault::OnCommand)
         }
-        other => Err(src
-            .error(&f.kind, format!("unknown fault kind `{other}`"))
-            .with_help("one of: expire-between-round-trips, stall-between-round-trips, client-dies-between-round-trips, delay-reply, drop-reply, inject-error, reset-connection, memory-pressure")),
     }
 }
 
@@ -589,10 +602,11 @@ fn reject_command_fields(f: &FaultFile, kind: &str, takes: &str, src: &Source<'_
 
 fn resolve_command_fault(
     f: &FaultFile,
-    kind: &str,
+    kind: FaultKind,
     limit: &Limit,
     src: &Source<'_>,
 ) -> Result<CommandFault, ScenarioError> {
+    // Long: each field of a command fault is checked where its error can point at it.
     let what = format!("{kind} fault");
     reject_pressure_fields(f, &what, COMMAND_TAKES, src)?;
     src.not_for(&f.stall_ms, "stall_ms", &what, COMMAND_TAKES)?;
@@ -601,14 +615,14 @@ fn resolve_command_fault(
             .error(b, format!("a {kind} fault acts on a command, not before one"))
             .with_help("write `command = \"INCR\"` (the command whose reply it acts on)"));
     }
-    if kind != "delay-reply" {
+    if kind != FaultKind::DelayReply {
         src.not_for(&f.delay_ms, "delay_ms", &what, COMMAND_TAKES)?;
     }
-    if kind != "inject-error" {
+    if kind != FaultKind::InjectError {
         src.not_for(&f.error, "error", &what, COMMAND_TAKES)?;
     }
     let action = match kind {
-        "delay-reply" => {
+        FaultKind::DelayReply => {
             let delay = f.delay_ms.as_ref().ok_or_else(|| {
                 src.error(&f.kind, "a delay-reply fault needs `delay_ms`")
                     .with_help("e.g. `delay_ms = 300`")
@@ -617,8 +631,8 @@ fn resolve_command_fault(
                 delay_ms: src.in_range(delay, "delay_ms", 1..=600_000)?,
             }
         }
-        "drop-reply" => CommandFaultAction::DropReply,
-        "reset-connection" => CommandFaultAction::ResetConnection,
+        FaultKind::DropReply => CommandFaultAction::DropReply,
+        FaultKind::ResetConnection => CommandFaultAction::ResetConnection,
         _ => {
             let known = INJECTABLE_ERRORS.map(|(k, _)| k).join(", ");
             let error = f.error.as_ref().ok_or_else(|| {
@@ -725,6 +739,7 @@ fn resolve_pressure(
     has_cache_server: bool,
     src: &Source<'_>,
 ) -> Result<MemoryPressure, ScenarioError> {
+    // Long: each field of a memory-pressure fault is resolved and range-checked where its error can point at it.
     let kind = "memory-pressure fault";
     src.not_for(&f.identity, "identity", kind, PRESSURE_TAKES)?;
     src.not_for(&f.request, "request", kind, PRESSURE_TAKES)?;

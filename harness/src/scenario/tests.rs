@@ -154,6 +154,7 @@ fn assert_help_has(err: &ScenarioError, text: &str) {
 
 #[test]
 fn a_full_scenario_resolves_to_the_values_written() {
+    // Long: one assertion per field of the full scenario.
     let s = parse_ok(FULL);
     assert_eq!(s.name, "full");
     assert_eq!(s.about, "Every table.");
