@@ -378,11 +378,15 @@ fn sigterm_stops_the_matrix_as_ctrl_c_does() {
     interrupted_matrix(nix::sys::signal::Signal::SIGTERM);
 }
 
-/// SIGTERM (what CI systems and `timeout` send) while the container is still starting:
-/// the run stops it and ends unknown; nothing of it is left.
+/// Ctrl-C, or SIGTERM (what CI systems and `timeout` send), while the container is still
+/// starting: the run stops it and ends unknown; nothing of it is left.
 #[test]
-fn sigterm_during_server_start_up_leaves_no_container() {
-    for attempt in 0..3 {
+fn a_signal_during_server_start_up_leaves_no_container() {
+    use nix::sys::signal::Signal;
+    for (attempt, signal) in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGTERM]
+        .into_iter()
+        .enumerate()
+    {
         let dir = tempfile::tempdir().unwrap();
         let mut child = harness()
             .args([
@@ -411,12 +415,12 @@ fn sigterm_during_server_start_up_leaves_no_container() {
             std::thread::sleep(Duration::from_millis(10));
         }
         let seen = containers_of(pid);
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).unwrap();
         let out = child.wait_with_output().unwrap();
         assert_eq!(
             out.status.code(),
             Some(2),
-            "attempt {attempt}: interrupted: unknown\n{}",
+            "attempt {attempt} ({signal}): interrupted: unknown\n{}",
             text(&out.stderr)
         );
         let left: Vec<String> = seen.iter().filter(|id| docker_has(id)).cloned().collect();
