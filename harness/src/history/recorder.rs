@@ -50,6 +50,8 @@ impl Recorder {
 /// Events are written in batches of whole lines, one `write` each: a run killed at any
 /// moment leaves a history whose every line parses (it loses at most the batch in hand).
 const BATCH_BYTES: usize = 64 * 1024;
+/// How long a batch gathers after its first event.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
 
 fn write_all(rx: &mpsc::Receiver<Option<Event>>, file: Option<(PathBuf, File)>) -> (Vec<Event>, Option<String>) {
     let mut events = Vec::new();
@@ -62,10 +64,12 @@ fn write_all(rx: &mpsc::Receiver<Option<Event>>, file: Option<(PathBuf, File)>) 
         events.push(event);
     };
     // Block for the next event (None: the history is closed; an error: every sender is
-    // gone), then take whatever else has arrived without waiting: a busy run is written in
-    // large batches, a quiet one as it goes.
+    // gone), let a batch gather for a moment, then take what has arrived without waiting. A
+    // sender wakes the writer at most once per batch (a writer blocked in `recv` would cost
+    // every send on the request path a wake-up); an idle run costs nothing.
     while let Ok(Some(first)) = rx.recv() {
         keep(first, &mut batch);
+        std::thread::sleep(GATHER);
         let closed = loop {
             match rx.try_recv() {
                 Ok(Some(event)) => keep(event, &mut batch),
