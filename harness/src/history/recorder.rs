@@ -130,3 +130,72 @@ pub fn read_history(path: &Path) -> Result<Vec<Event>, SetupError> {
     }
     Ok(events)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This process's history writer threads (other tests may run their own).
+    fn writers() -> std::collections::BTreeSet<std::path::PathBuf> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "history-writer"))
+            .map(|t| t.path())
+            .collect()
+    }
+
+    /// Voluntary context switches of thread `task`.
+    fn switches_of(task: &std::path::Path) -> u64 {
+        std::fs::read_to_string(task.join("status"))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    }
+
+    /// An idle writer sleeps in its channel: it does not wake up to poll.
+    #[test]
+    fn an_idle_history_writer_does_not_poll() {
+        let others = writers();
+        let (recorder, handle) = Recorder::in_memory();
+        let mine: Vec<_> = writers().difference(&others).cloned().collect();
+        let [task] = mine.as_slice() else {
+            panic!("cannot tell this test's writer thread: {mine:?}")
+        };
+        recorder.record(Event::Setup {
+            t_us: 1,
+            key: "rl:0".into(),
+            detail: "x".into(),
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let before = switches_of(task);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let woke = switches_of(task) - before;
+        assert!(woke <= 2, "the idle writer woke {woke} times in 300 ms");
+        drop(recorder);
+        let (events, error) = handle.finish();
+        assert_eq!((events.len(), error), (1, None));
+    }
+
+    /// Every line written is whole and in order, however the events were batched.
+    #[test]
+    fn the_history_file_holds_every_event_in_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let (recorder, handle) = Recorder::to_file(&path).unwrap();
+        for t_us in 0..20_000 {
+            recorder.record(Event::Setup {
+                t_us,
+                key: format!("rl:{t_us}"),
+                detail: "planted".into(),
+            });
+        }
+        drop(recorder);
+        let (events, error) = handle.finish();
+        assert_eq!((events.len(), error), (20_000, None));
+        let read = read_history(&path).unwrap();
+        assert_eq!(read, events);
+    }
+}

@@ -273,3 +273,28 @@ fn clock_id() -> String {
         .unwrap_or(0);
     format!("{:x}", nanos & 0xffff_ffff)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One builder for every reproduce line: the flags that changed the run are all in it,
+    /// and a limiter spec with spaces survives a shell.
+    #[test]
+    fn the_reproduce_line_carries_every_flag_and_quotes_the_limiter() {
+        let backend = crate::backend::UrlBackend::new("redis://127.0.0.1:6379".into());
+        let line = reproduce_line(
+            std::path::Path::new("scenarios/steady-control.toml"),
+            "exec:python3 adapter.py",
+            7,
+            &backend,
+            true,
+            true,
+            " --window-ms 1000",
+        );
+        assert_eq!(
+            line,
+            "limiter-harness run scenarios/steady-control.toml --limiter 'exec:python3 adapter.py' --seed 7 --backend url --url redis://127.0.0.1:6379 --allow-reconfigure --via-proxy --window-ms 1000"
+        );
+    }
+}
