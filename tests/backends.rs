@@ -279,7 +279,15 @@ async fn a_key_someone_else_writes_under_the_layout_makes_the_run_unknown_and_is
     let writer = tokio::spawn({
         let mut conn = server.conn().await;
         async move {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            // Once the run is under way (its own key exists), not before its start-up check.
+            while !redis::cmd("EXISTS")
+                .arg("harness-test:0")
+                .query_async::<bool>(&mut conn)
+                .await
+                .unwrap()
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             let () = redis::cmd("SET")
                 .arg("harness-test:1")
                 .arg("theirs")

@@ -463,6 +463,10 @@ fn interrupted_matrix(signal: nix::sys::signal::Signal) {
     assert!(left.is_empty(), "servers left behind: {left:?}");
 }
 
+/// Tests that run `clean` (which removes what every killed run left) one at a time: one
+/// test's `clean` must not tidy up what another test is about to look at.
+static CLEANING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Spawn `limiter-harness ARGS --report-dir DIR` and wait until it sends requests.
 fn spawn_until_sending(args: &[&str], dir: &Path) -> std::process::Child {
     let mut child = harness()
@@ -516,6 +520,7 @@ fn temp_dirs_of(owner: i32) -> Vec<PathBuf> {
 /// removes the server and the temp directory the run left.
 #[test]
 fn a_killed_run_leaves_whole_history_lines_and_clean_removes_what_it_left() {
+    let _one = CLEANING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let child = spawn_until_sending(
         &["run", "steady-control", "-l", "get-then-incr", "--backend", "process"],
@@ -656,6 +661,7 @@ impl Drop for UsersServer {
 /// is reconfigured saved the old values first, and `clean` puts them back.
 #[test]
 fn clean_restores_the_settings_of_a_killed_reconfiguring_run() {
+    let _one = CLEANING.lock().unwrap_or_else(|e| e.into_inner());
     let server = UsersServer::start();
     let before = server.cli(&["CONFIG", "GET", "maxmemory"]);
     let dir = tempfile::tempdir().unwrap();
@@ -731,9 +737,10 @@ fn adapter_processes_of(owner: i32) -> Vec<String> {
 /// ends, and after a SIGKILL of the harness `clean` does.
 #[test]
 fn adapter_processes_are_stopped_even_outside_their_process_group() {
+    let _one = CLEANING.lock().unwrap_or_else(|e| e.into_inner());
     let escaping = "exec:setsid sleep 300 & exec python3 examples/python/fixed_window_fixed.py";
     let dir = tempfile::tempdir().unwrap();
-    let out = harness()
+    let child = harness()
         .args([
             "run",
             "steady-control",
@@ -744,22 +751,14 @@ fn adapter_processes_are_stopped_even_outside_their_process_group() {
             "--report-dir",
         ])
         .arg(dir.path())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    let owner = child.id() as i32;
+    let out = child.wait_with_output().unwrap();
     assert!(matches!(out.status.code(), Some(0..=2)), "{}", text_of(&out));
-    let finished: Vec<String> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == "sleep\u{0}300\u{0}"))
-        .filter(|pid| !zombie(pid))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|b| *b == 0)
-                    .any(|var| var.starts_with(b"LIMITER_HARNESS_RUN="))
-            })
-        })
-        .collect();
+    let finished = adapter_processes_of(owner);
     assert!(finished.is_empty(), "left running after the run: {finished:?}");
 
     let dir = tempfile::tempdir().unwrap();

@@ -54,15 +54,19 @@ pub fn kill_run_processes(run_id: Option<&str>, all: bool, summary: &mut CleanSu
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return killed;
     };
-    let me = std::process::id();
+    let spared = ancestors();
     for entry in entries.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
-        if pid == me {
+        if spared.contains(&pid) {
             continue;
         }
-        let Some(run) = run_of(pid) else { continue };
+        // Only a run id the harness makes (`<owner pid>-<hex>`): a variable someone set by
+        // hand names no run.
+        let Some(run) = run_of(pid).filter(|r| is_run_id(r)) else {
+            continue;
+        };
         let selected = match run_id {
             Some(wanted) => run == wanted,
             None if !all && owner_alive(&run) => {
@@ -76,6 +80,32 @@ pub fn kill_run_processes(run_id: Option<&str>, all: bool, summary: &mut CleanSu
         }
     }
     killed
+}
+
+/// This process and its ancestors: never killed, whatever their environment says.
+fn ancestors() -> Vec<u32> {
+    let mut chain = vec![std::process::id()];
+    while let Some(&pid) = chain.last() {
+        let parent = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+        });
+        match parent {
+            Some(p) if p > 1 && !chain.contains(&p) => chain.push(p),
+            _ => break,
+        }
+    }
+    chain
+}
+
+/// `<owner pid>-<hex>`, the shape of the run ids the harness makes.
+fn is_run_id(run: &str) -> bool {
+    run.split_once('-').is_some_and(|(pid, tag)| {
+        !pid.is_empty()
+            && pid.bytes().all(|b| b.is_ascii_digit())
+            && !tag.is_empty()
+            && tag.bytes().all(|b| b.is_ascii_hexdigit())
+    })
 }
 
 /// The run id in a process's environment, if it has one.
@@ -100,24 +130,28 @@ fn clean_temp_dirs(all: bool, summary: &mut CleanSummary) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(run) = name.strip_prefix("limiter-harness-") else {
+        let Some(rest) = name.strip_prefix("limiter-harness-") else {
             continue;
         };
-        // A run id starts with its owner's pid; other names (the pid directory) are not runs'.
-        if !run
-            .split('-')
-            .next()
-            .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        {
-            continue;
-        }
-        if !all && owner_alive(run) {
+        // `limiter-harness-<pid>-<hex>-<random>`, made by this user: a run's. Other names
+        // (the pid directory, a user's own) are left alone.
+        let mut parts = rest.splitn(3, '-');
+        let run = match (parts.next(), parts.next(), parts.next()) {
+            (Some(pid), Some(tag), Some(_)) => format!("{pid}-{tag}"),
+            _ => continue,
+        };
+        if !is_run_id(&run) || !owned_by_me(&entry.path()) || (!all && owner_alive(&run)) {
             continue;
         }
         if entry.file_type().is_ok_and(|t| t.is_dir()) && std::fs::remove_dir_all(entry.path()).is_ok() {
             summary.temp_dirs_removed += 1;
         }
     }
+}
+
+fn owned_by_me(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() == nix::unistd::geteuid().as_raw())
 }
 
 /// Settings saved by runs that changed a server they did not start (`--allow-reconfigure`).
@@ -136,8 +170,18 @@ struct SavedSettings {
 /// Save the values `run_id` replaces on `url` before it replaces them, so that `clean` can
 /// put them back if the run is killed. Readable by the owner only (the URL may hold a password).
 pub fn save_settings(run_id: &str, url: &str, previous: &[(String, String)]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::create_dir_all(settings_dir())?;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    // Private to this user: `clean` applies what it finds there to servers.
+    match std::fs::DirBuilder::new().mode(0o700).create(settings_dir()) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    if !owned_by_me(&settings_dir()) {
+        return Err(std::io::Error::other(format!(
+            "{} belongs to another user",
+            settings_dir().display()
+        )));
+    }
     let path = settings_dir().join(format!("{run_id}.json"));
     let tmp = path.with_extension("tmp");
     let text = serde_json::to_vec(&SavedSettings {
@@ -169,7 +213,7 @@ async fn restore_saved_settings(all: bool, summary: &mut CleanSummary) {
         let Some(run) = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
             continue;
         };
-        if path.extension().is_none_or(|e| e != "json") || (!all && owner_alive(&run)) {
+        if path.extension().is_none_or(|e| e != "json") || !owned_by_me(&path) || (!all && owner_alive(&run)) {
             continue;
         }
         let saved: SavedSettings = match std::fs::read(&path)

@@ -364,6 +364,8 @@ pub struct ExecSession {
     /// The run id in the adapter's environment: whatever it started, in its process group
     /// or not, is found by it.
     run_id: String,
+    /// Whether the share of protocol violations has been judged (at the first stop).
+    judged: AtomicBool,
 }
 
 impl ExecSession {
@@ -413,6 +415,7 @@ impl ExecSession {
             child: Mutex::new(Some(child)),
             pgid,
             run_id: env.run_id.clone(),
+            judged: AtomicBool::new(false),
         })
     }
 
@@ -727,6 +730,10 @@ impl Limiter for ExecSession {
             }
         }
         self.finish_reader().await;
+        // Judged once: `stop` is called again on the run's way out.
+        if self.judged.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let tally = *self.adapter.tally.lock().expect("tally lock");
         if let Some(excess) = tally.excess() {
             self.adapter.problem(excess, true);

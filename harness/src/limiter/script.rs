@@ -298,20 +298,17 @@ pub fn decide(reply: &Value, mapping: &ResultMapping, limit: &Limit) -> Result<D
         None => None,
     };
     match (mapping.allowed_index, count) {
-        (Some(i), count) => {
-            let flag = flag(pick(i)?)?;
-            Ok(Decision {
-                allowed: flag == mapping.allowed_value.unwrap_or(1),
-                count,
-            })
-        }
+        (Some(i), count) => Ok(Decision {
+            allowed: flag(pick(i)?)?.is_some_and(|f| f == mapping.allowed_value.unwrap_or(1)),
+            count,
+        }),
         (None, Some(count)) => Ok(Decision {
             allowed: count <= limit.requests_max as i64,
             count: Some(count),
         }),
         (None, None) => match reply {
             Value::Array(items) if !items.is_empty() => Ok(Decision {
-                allowed: flag(&items[0])? == 1,
+                allowed: flag(&items[0])? == Some(1),
                 count: items.get(1).map(integer).transpose()?,
             }),
             other => {
@@ -325,11 +322,12 @@ pub fn decide(reply: &Value, mapping: &ResultMapping, limit: &Limit) -> Result<D
     }
 }
 
-/// An allowed flag: a number, or a Lua boolean (`true` arrives as 1, `false` as nil).
-fn flag(v: &Value) -> Result<i64, String> {
+/// An allowed flag: a number, or a Lua boolean (`true` arrives as 1, `false` as nil). Nil
+/// (`false`) is a denial whatever number means "allowed": None never matches.
+fn flag(v: &Value) -> Result<Option<i64>, String> {
     match v {
-        Value::Nil => Ok(0),
-        other => number(other),
+        Value::Nil => Ok(None),
+        other => number(other).map(Some),
     }
 }
 
@@ -503,6 +501,17 @@ mod tests {
                 .unwrap()
                 .allowed,
             "Lua false as the flag is a denial"
+        );
+        let zero_allows = ResultMapping {
+            count_index: None,
+            allowed_index: Some(1),
+            allowed_value: Some(0),
+        };
+        assert!(
+            !decide(&Value::Array(vec![Value::Nil]), &zero_allows, &limit())
+                .unwrap()
+                .allowed,
+            "nil is a denial even where 0 means allowed"
         );
     }
 

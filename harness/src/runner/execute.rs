@@ -636,27 +636,29 @@ async fn finish_stats(
 /// On a server the harness did not start: delete the keys the run created — by name, never
 /// by pattern: the limiter keys its requests named and the setup planted, the cache entries
 /// its faults wrote — and put back any setting it changed (only possible with
-/// --allow-reconfigure). Keys under the layout that none of the run's requests named were
-/// written by someone else: they are left alone, and the run cannot be judged (a fatal
-/// problem names them). Called by [`super::run`] on every way out once the run has written
-/// to such a server, after the history is closed.
-pub async fn leave_server_as_found(url: &str, index: &mut HistoryIndex, state: &mut RunState) {
-    let strangers = strangers(index);
+/// --allow-reconfigure). Keys under the layout that no command of the run named are left
+/// alone ([`unnamed_keys`]): those of identities the run never used were written by someone
+/// else, and the run cannot be judged (a fatal problem names them). Called by
+/// [`super::run`] on every way out once the run has written to such a server, after the
+/// history is closed.
+pub async fn leave_server_as_found(url: &str, layout: &KeyLayout, index: &mut HistoryIndex, state: &mut RunState) {
+    let (strangers, unclaimed) = unnamed_keys(layout, index);
     if !strangers.is_empty() {
         index.forget_keys(&strangers);
-        let strangers: Vec<&String> = strangers.iter().collect();
         index.problems.push(Problem {
             source: "foreign-keys".into(),
             detail: format!(
-                "keys of the limiter's layout that none of the run's requests named appeared during the run: {}{} — another client writes there; the run cannot tell its keys from theirs (they were left alone)",
-                strangers.iter().take(3).map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
-                match strangers.len() {
-                    0..=3 => String::new(),
-                    n => format!(" (+{})", n - 3),
-                }
+                "keys of identities the run never used appeared under the limiter's layout during the run: {} — another client writes there; the run cannot tell its keys from theirs (they were left alone)",
+                some_of(&strangers)
             ),
             fatal: true,
         });
+    }
+    if !unclaimed.is_empty() {
+        state.problems.push(format!(
+            "left on the server: keys under the layout that no command of the run named (built inside a script, or by a request cut short): {} — delete them if they are the limiter's",
+            some_of(&unclaimed)
+        ));
     }
     let previous = std::mem::take(&mut state.previous_settings);
     let mut conn = match connect(url).await {
@@ -669,12 +671,18 @@ pub async fn leave_server_as_found(url: &str, index: &mut HistoryIndex, state: &
         }
     };
     let admin = &mut conn;
-    let mut created: Vec<String> = index.by_key.keys().chain(index.planted.keys()).cloned().collect();
-    created.extend(state.floods.iter().flat_map(|f| f.written_keys()));
-    if let Err(e) = unlink(admin, &created).await {
-        state
-            .problems
-            .push(format!("could not delete the run's {} keys: {e}", created.len()));
+    let named: Vec<String> = index.by_key.keys().chain(index.planted.keys()).cloned().collect();
+    let mut deleted = unlink(admin, &named).await.map(|_| ());
+    for flood in &state.floods {
+        // Named after the run, generated a batch at a time.
+        let mut names = flood.written_keys().peekable();
+        while deleted.is_ok() && names.peek().is_some() {
+            let batch: Vec<String> = names.by_ref().take(1000).collect();
+            deleted = unlink(admin, &batch).await.map(|_| ());
+        }
+    }
+    if let Err(e) = deleted {
+        state.problems.push(format!("could not delete the run's keys: {e}"));
     }
     let failed = restore(admin, &previous).await;
     if failed.is_empty() {
@@ -683,17 +691,36 @@ pub async fn leave_server_as_found(url: &str, index: &mut HistoryIndex, state: &
     state.problems.extend(failed);
 }
 
-/// Keys of the layout the observer saw that no request named and no setup planted: when the
-/// run learned its limiter's keys from the wire at all (a limiter that builds its keys inside
-/// a script names none, and then nothing tells its keys from another client's).
-fn strangers(index: &HistoryIndex) -> BTreeSet<String> {
-    if index.by_key.is_empty() {
-        return BTreeSet::new();
+/// The first few of `keys`, and how many more.
+fn some_of(keys: &BTreeSet<String>) -> String {
+    let shown: Vec<&str> = keys.iter().take(3).map(String::as_str).collect();
+    match keys.len() {
+        0..=3 => shown.join(", "),
+        n => format!("{} (+{})", shown.join(", "), n - 3),
     }
+}
+
+/// Keys of the layout the observer saw that no request of the run named and no setup
+/// planted: (strangers, unclaimed). Strangers belong to identities the run never sent a
+/// request for nor planted — someone else's. Unclaimed ones belong to identities the run
+/// used: a key its limiter built inside a script, or one a request cut short wrote; the run
+/// cannot prove it created them, so it leaves them (and says so) rather than judge them
+/// foreign.
+fn unnamed_keys(layout: &KeyLayout, index: &HistoryIndex) -> (BTreeSet<String>, BTreeSet<String>) {
     let ours = |key: &String| index.by_key.contains_key(key) || index.planted.contains_key(key);
     let mut seen: BTreeSet<String> = index.keyspace.keys().filter(|k| !ours(k)).cloned().collect();
     for sample in &index.samples {
         seen.extend(sample.keys.iter().map(|k| &k.key).filter(|k| !ours(k)).cloned());
     }
-    seen
+    let used: BTreeSet<u32> = index
+        .requests
+        .iter()
+        .map(|r| r.identity)
+        .chain(index.planted.keys().filter_map(|k| layout.identity_of(k.as_bytes())))
+        .collect();
+    seen.into_iter().partition(|k| {
+        layout
+            .identity_of(k.as_bytes())
+            .is_none_or(|identity| !used.contains(&identity))
+    })
 }

@@ -142,7 +142,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     // A server the harness did not start is left as found, on every way out too: the keys
     // the history says the run created are deleted by name.
     if let Some(url) = state.leave_as_found.take() {
-        execute::leave_server_as_found(&url, &mut index, &mut state).await;
+        execute::leave_server_as_found(&url, &layout, &mut index, &mut state).await;
     }
     let servers_described = servers.describe();
     let leftovers = servers.stop().await;

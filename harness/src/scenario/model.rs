@@ -91,8 +91,9 @@ impl Scenario {
     }
 
     /// How long a run of this scenario may take before it is stopped and called unknown:
-    /// `[check] deadline_ms` if set, else a minute, plus twice every timed phase, 5 ms per burst request (a slow adapter
-    /// answers in well under 1 ms) and twice every stall or reply delay the faults add.
+    /// `[check] deadline_ms` if set, else a minute, plus twice every timed phase, 5 ms per
+    /// burst request (a slow adapter answers in well under 1 ms) and twice what every strike
+    /// of a fault can hold a request up (a stall, a reply delay, 5 s for a lost reply).
     /// Generous: it ends a run that hangs, not one that is merely slow.
     pub fn deadline(&self) -> std::time::Duration {
         if let Some(ms) = self.check.deadline_ms {
@@ -105,19 +106,26 @@ impl Scenario {
                 None => phase.kind.planned_requests().saturating_mul(5),
             });
         }
+        let requests: u64 = self.phases.iter().map(|p| p.kind.planned_requests()).sum();
         for fault in &self.faults {
-            let delay = match fault {
+            // What one strike can hold a request up, times the strikes (every request at
+            // most, when the fault strikes every matching gap or command).
+            let (delay_ms, times) = match fault {
                 Fault::StallBetweenRoundTrips(GapFault {
                     action: GapFaultAction::Stall { stall_ms },
+                    times,
                     ..
-                }) => *stall_ms,
-                Fault::OnCommand(CommandFault {
-                    action: CommandFaultAction::DelayReply { delay_ms },
-                    ..
-                }) => *delay_ms,
-                _ => 0,
+                }) => (*stall_ms, *times),
+                Fault::OnCommand(CommandFault { action, times, .. }) => match action {
+                    CommandFaultAction::DelayReply { delay_ms } => (*delay_ms, *times),
+                    // A lost reply or connection costs a client's reply timeout (5 s at most).
+                    CommandFaultAction::DropReply | CommandFaultAction::ResetConnection => (5_000, *times),
+                    CommandFaultAction::InjectError { .. } => (0, *times),
+                },
+                _ => (0, None),
             };
-            ms = ms.saturating_add(delay.saturating_mul(2));
+            let strikes = times.unwrap_or(requests).min(requests);
+            ms = ms.saturating_add(delay_ms.saturating_mul(strikes).saturating_mul(2));
         }
         std::time::Duration::from_millis(ms)
     }
