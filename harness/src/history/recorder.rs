@@ -148,19 +148,14 @@ pub fn read_history(path: &Path) -> Result<Vec<Event>, SetupError> {
 mod tests {
     use super::*;
 
-    /// This process's history writer threads (other tests may run their own).
-    fn writers() -> std::collections::BTreeSet<std::path::PathBuf> {
-        std::fs::read_dir("/proc/self/task")
+    /// The voluntary context switches of this process's thread named `name`.
+    fn switches_of(name: &str) -> u64 {
+        let task = std::fs::read_dir("/proc/self/task")
             .unwrap()
             .flatten()
-            .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "history-writer"))
-            .map(|t| t.path())
-            .collect()
-    }
-
-    /// Voluntary context switches of thread `task`.
-    fn switches_of(task: &std::path::Path) -> u64 {
-        std::fs::read_to_string(task.join("status"))
+            .find(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+            .unwrap_or_else(|| panic!("no thread named {name}"));
+        std::fs::read_to_string(task.path().join("status"))
             .unwrap()
             .lines()
             .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
@@ -171,31 +166,25 @@ mod tests {
     /// An idle writer sleeps in its channel: it does not wake up to poll.
     #[test]
     fn an_idle_history_writer_does_not_poll() {
-        // Other tests may start writers at the same moment: try until this one is told apart.
-        let (recorder, handle, task) = (0..50)
-            .find_map(|_| {
-                let others = writers();
-                let (recorder, handle) = Recorder::in_memory();
-                let mine: Vec<_> = writers().difference(&others).cloned().collect();
-                match mine.as_slice() {
-                    [task] => Some((recorder, handle, task.clone())),
-                    _ => None,
-                }
-            })
-            .expect("this test's writer thread");
-        let task = task.as_path();
-        recorder.record(Event::Setup {
+        // The writer's loop on a thread of this test's own, named so that it can be found.
+        let (tx, rx) = mpsc::channel::<Option<Event>>();
+        let writer = std::thread::Builder::new()
+            .name("idle-writer".into())
+            .spawn(move || write_all(&rx, None))
+            .unwrap();
+        tx.send(Some(Event::Setup {
             t_us: 1,
             key: "rl:0".into(),
             detail: "x".into(),
-        });
+        }))
+        .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let before = switches_of(task);
+        let before = switches_of("idle-writer");
         std::thread::sleep(std::time::Duration::from_millis(300));
-        let woke = switches_of(task) - before;
+        let woke = switches_of("idle-writer") - before;
         assert!(woke <= 2, "the idle writer woke {woke} times in 300 ms");
-        drop(recorder);
-        let (events, error) = handle.finish();
+        tx.send(None).unwrap();
+        let (events, error) = writer.join().unwrap();
         assert_eq!((events.len(), error), (1, None));
     }
 
