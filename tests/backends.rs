@@ -262,6 +262,29 @@ async fn the_url_backend_deletes_only_the_keys_it_created() {
     server.stop().await;
 }
 
+/// A [[setup]] that fails half-way on a user's server: the run stops with the error, and
+/// what the setup wrote before failing is deleted with the rest.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_setup_that_fails_half_way_leaves_nothing_behind() {
+    let Some(server) = TestServer::start(Kind::Process).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    let dir = tempfile::tempdir().unwrap();
+    let setup = "[[setup]]\nkind = \"commands\"\nidentity = 0\ncommands = [\"SET {key} 99\", \"NOSUCHCOMMAND {key}\"]";
+    let outcome = runner::run(url_run(quiet_scenario(setup), &server.url, dir.path(), true)).await;
+    let Err(SetupError::LimiterPrepare { reason, .. }) = outcome else {
+        panic!("expected the setup's error, got {outcome:?}")
+    };
+    assert!(reason.contains("planting identity 0"), "{reason}");
+    assert_eq!(
+        keys(&mut conn, "*").await,
+        Vec::<String>::new(),
+        "the half-planted key is gone"
+    );
+    server.stop().await;
+}
+
 /// Another client writing under the limiter's layout during the run: its key is neither
 /// judged as the limiter's nor deleted; the run is unknown and names it.
 #[tokio::test(flavor = "multi_thread")]

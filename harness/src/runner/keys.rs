@@ -54,11 +54,23 @@ pub async fn plant(
             reason: format!("planting identity {identity}'s [[setup]]: {e}"),
         };
         let done = match setup {
-            Setup::ExhaustedKey { .. } => limiter
-                .plant_exhausted(admin, identity, &key, limit)
-                .await
-                .map_err(failed)?,
-            Setup::Commands { commands, .. } => send_commands(admin, commands, identity, &key).await.map_err(failed)?,
+            Setup::ExhaustedKey { .. } => limiter.plant_exhausted(admin, identity, &key, limit).await,
+            Setup::Commands { commands, .. } => send_commands(admin, commands, identity, &key).await,
+        };
+        let done = match done {
+            Ok(done) => done,
+            Err(e) => {
+                // What a plant wrote before it failed is the run's: recorded, so that a run on
+                // a server the harness did not start deletes it too.
+                for key in scan_identity(admin, layout, identity).await.unwrap_or_default() {
+                    recorder.record(Event::Setup {
+                        t_us: clock.now_us(),
+                        key,
+                        detail: "written by a [[setup]] that then failed".into(),
+                    });
+                }
+                return Err(failed(e));
+            }
         };
         let unplanted = |why: String| {
             recorder.record(Event::Problem {

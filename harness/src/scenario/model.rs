@@ -310,14 +310,14 @@ pub enum PhaseKind {
 pub const REQUESTS_PER_RUN_MAX: u64 = 1_000_000;
 
 impl PhaseKind {
-    /// How many requests the phase sends.
+    /// How many requests the phase sends (the schedule plans exactly these).
     pub fn planned_requests(&self) -> u64 {
         match self {
             PhaseKind::Steady {
                 rate_per_s,
                 duration_ms,
                 ..
-            } => (rate_per_s * *duration_ms as f64 / 1000.0).ceil() as u64,
+            } => (rate_per_s * *duration_ms as f64 / 1000.0).floor() as u64,
             PhaseKind::Burst { requests, .. } => *requests,
             PhaseKind::Quiet { .. } => 0,
         }

@@ -85,7 +85,7 @@ pub fn plan(scenario: &Scenario, seed: u64) -> Schedule {
                 spacing,
             } => {
                 let interval_us = 1_000_000.0 / rate_per_s;
-                let count = (rate_per_s * *duration_ms as f64 / 1000.0).floor() as u64;
+                let count = phase.kind.planned_requests();
                 let requests = (0..count)
                     .map(|slot| {
                         let jitter: f64 = match spacing {
