@@ -394,6 +394,7 @@ async fn losing_the_server_mid_run_is_unknown_with_the_history_saved() {
         spacing: limiter_harness::scenario::Spacing::Jittered,
     };
     let config = url_run(scenario, &server.url, dir.path(), true);
+    let url = server.url.clone();
     let killer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(700)).await;
         server.stop().await;
@@ -415,6 +416,14 @@ async fn losing_the_server_mid_run_is_unknown_with_the_history_saved() {
     let invokes = history.iter().filter(|e| matches!(e, Event::Invoke { .. })).count();
     let completes = history.iter().filter(|e| matches!(e, Event::Complete { .. })).count();
     assert_eq!(invokes, completes, "every invocation has its one completion");
+    // The settings it could not put back are kept for `clean`; this server is gone for good.
+    let saved: Vec<_> = std::fs::read_dir(std::env::temp_dir().join("limiter-harness-settings"))
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains(&format!("\"{url}\""))))
+        .collect();
+    assert_eq!(saved.len(), 1, "the old settings are kept for clean");
+    std::fs::remove_file(saved[0].path()).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
