@@ -204,34 +204,12 @@ fn exit_codes_say_valid_invalid_and_unknown() {
 /// Start a run, wait until it sends requests, interrupt it; returns its output and report dir.
 fn interrupted_run(backend: &str, servers_of: impl Fn(i32) -> Vec<String>) -> (Output, tempfile::TempDir, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
-    let child = harness()
-        .args([
-            "run",
-            "steady-control",
-            "-l",
-            "get-then-incr",
-            "--backend",
-            backend,
-            "--report-dir",
-        ])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_until_sending(
+        &["run", "steady-control", "-l", "get-then-incr", "--backend", backend],
+        dir.path(),
+    );
     let pid = child.id() as i32;
     let history = dir.path().join("history.jsonl");
-    let started = Instant::now();
-    while !std::fs::read_to_string(&history)
-        .unwrap_or_default()
-        .contains("\"type\":\"invoke\"")
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the run never started sending"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let servers = servers_of(pid);
     assert_eq!(servers.len(), 1, "one server for the run");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT).unwrap();

@@ -58,9 +58,12 @@ fn write_all(rx: &mpsc::Receiver<Option<Event>>, file: Option<(PathBuf, File)>) 
     let mut out = file;
     let mut write_error = None;
     let mut batch = Vec::with_capacity(BATCH_BYTES);
+    let writing = out.is_some();
     let mut keep = |event: Event, batch: &mut Vec<u8>| {
-        serde_json::to_writer(&mut *batch, &event).expect("an event serializes");
-        batch.push(b'\n');
+        if writing {
+            serde_json::to_writer(&mut *batch, &event).expect("an event serializes");
+            batch.push(b'\n');
+        }
         events.push(event);
     };
     // Block for the next event (None: the history is closed; an error: every sender is

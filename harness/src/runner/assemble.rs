@@ -74,7 +74,7 @@ fn faults(config: &RunConfig, state: &RunState, index: &HistoryIndex) -> Vec<Fau
                 Fault::ExpireBetweenRoundTrips(gap)
                 | Fault::StallBetweenRoundTrips(gap)
                 | Fault::ClientDiesBetweenRoundTrips(gap) => (
-                    gap_spec(fault.kind_name(), gap),
+                    gap_spec(fault.kind().name(), gap),
                     gap_outcome(config, index, i, gap, count),
                     count,
                 ),
@@ -182,7 +182,7 @@ fn command_spec(c: &CommandFault) -> String {
         CommandFaultAction::InjectError { error } => format!("`{error}`, "),
         _ => String::new(),
     };
-    gap_spec(c.action.kind_name(), &gap).replacen(": ", &format!(": {what}{on}, "), 1)
+    gap_spec(c.action.kind().name(), &gap).replacen(": ", &format!(": {what}{on}, "), 1)
 }
 
 fn gap_outcome(config: &RunConfig, index: &HistoryIndex, fault: usize, gap: &GapFault, fired: u64) -> String {

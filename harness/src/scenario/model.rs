@@ -425,10 +425,6 @@ impl Fault {
         }
     }
 
-    pub fn kind_name(&self) -> &'static str {
-        self.kind().name()
-    }
-
     /// The rule of a fault that acts on a command's reply (in the fault proxy).
     pub fn on_command(&self) -> Option<&CommandFault> {
         match self {
@@ -508,10 +504,6 @@ impl CommandFaultAction {
             Self::InjectError { .. } => FaultKind::InjectError,
             Self::ResetConnection => FaultKind::ResetConnection,
         }
-    }
-
-    pub fn kind_name(&self) -> &'static str {
-        self.kind().name()
     }
 }
 
