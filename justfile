@@ -29,7 +29,7 @@ run scenario limiter *flags: build
 
 # Every scenario × every limiter: the verdict table in reports/MATRIX.md (exit 0 when every cell is as its scenario expects).
 matrix *flags: build
-    {{harness}} matrix {{flags}}
+    {{harness}} matrix --out reports {{flags}}
 
 # Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed).
 test: test-deps
@@ -46,7 +46,7 @@ test-deps:
 
 # After a deliberate change: rewrite the reviewed snapshots and MATRIX.md, then review `git diff reports/`.
 snapshots: build
-    -{{harness}} matrix --no-progress > /dev/null
+    -{{harness}} matrix --out reports --no-progress > /dev/null
     INSTA_UPDATE=always cargo test -p limiter-harness-tests --test snapshots
     git diff --stat reports/
 

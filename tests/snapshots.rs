@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use limiter_harness::limiter::{BUILTIN_NAMES, builtin};
 use limiter_harness::matrix::{MatrixConfig, render_table, run_matrix};
 use limiter_harness::report::render_snapshot;
-use limiter_harness::scenario::{list_scenarios, load_scenario};
+use limiter_harness::scenario::list_scenarios;
 use limiter_harness_tests::{Kind, backend};
 
 fn reports() -> PathBuf {
@@ -18,10 +18,7 @@ fn reports() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shipped_matrix_matches_its_reviewed_snapshots() {
-    let scenarios: Vec<_> = list_scenarios()
-        .into_iter()
-        .map(|(_, p)| load_scenario(&p).unwrap())
-        .collect();
+    let scenarios: Vec<_> = list_scenarios().into_iter().map(|(_, p)| p.load().unwrap()).collect();
     let names: Vec<String> = BUILTIN_NAMES.iter().map(|n| (*n).to_owned()).collect();
     let runs = tempfile::tempdir().unwrap();
     let cells = run_matrix(MatrixConfig {

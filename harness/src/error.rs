@@ -15,7 +15,7 @@ pub enum SetupError {
     Scenario(#[from] ScenarioError),
 
     #[error(
-        "unknown scenario `{name}`: no file {searched}\n  known scenarios: {known}\n  help: pass a path to a .toml file, or one of the names above"
+        "unknown scenario `{name}`: looked for {searched}\n  known scenarios: {known}\n  help: pass a path to a .toml file, or one of the names above"
     )]
     UnknownScenario {
         name: String,

@@ -25,6 +25,7 @@ pub mod proxy;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod scratch;
 pub mod shell;
 pub mod signals;
 pub mod trip;

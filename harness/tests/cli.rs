@@ -755,3 +755,85 @@ fn adapter_processes_are_stopped_even_outside_their_process_group() {
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(adapter_processes_of(pid), Vec::<String>::new(), "{}", text_of(&cleaned));
 }
+
+/// The catalog is in the binary: from a directory with no scenarios, a shipped name runs,
+/// `scenarios export` writes the catalog out, a local file of the same name shadows the
+/// shipped one (and says so), and reproduce lines name what was run, relative to here.
+#[test]
+fn the_shipped_catalog_works_from_any_directory_and_a_local_file_shadows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let in_dir = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_limiter-harness"))
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .expect("run limiter-harness")
+    };
+    let out = in_dir(&["list"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("immortal-counter"), "{}", text(&out.stdout));
+
+    let out = in_dir(&[
+        "run",
+        "immortal-counter",
+        "--limiter",
+        "get-then-incr",
+        "--backend",
+        "process",
+        "--no-progress",
+        "--seed",
+        "3",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(
+            "reproduce: limiter-harness run immortal-counter --limiter get-then-incr --seed 3 --backend process"
+        ),
+        "a shipped scenario is reproduced by its name: {stdout}"
+    );
+    let report = dir
+        .path()
+        .join(".limiter-harness/reports/runs/immortal-counter/get-then-incr/report.md");
+    assert!(report.is_file(), "reports go to the scratch directory: {stdout}");
+    assert!(dir.path().join(".limiter-harness/.gitignore").is_file());
+
+    let out = in_dir(&["scenarios", "export", "scenarios"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let exported = dir.path().join("scenarios/immortal-counter.toml");
+    let shipped =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/immortal-counter.toml"))
+            .unwrap();
+    assert_eq!(std::fs::read_to_string(&exported).unwrap(), shipped);
+    let out = in_dir(&["scenarios", "export", "scenarios"]);
+    assert_eq!(out.status.code(), Some(0), "exporting the same files again is fine");
+
+    // A changed local copy wins, and says it shadows the shipped scenario.
+    std::fs::write(&exported, shipped.replace("requests_max = ", "requests_max = 1 + ")).unwrap();
+    let out = in_dir(&["scenarios", "export", "scenarios"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a changed file is not overwritten without --force"
+    );
+    assert!(text(&out.stderr).contains("--force"), "{}", text(&out.stderr));
+    let out = in_dir(&[
+        "run",
+        "immortal-counter",
+        "--limiter",
+        "get-then-incr",
+        "--backend",
+        "process",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "the local copy (now malformed) is the one loaded"
+    );
+    let err = text(&out.stderr);
+    assert!(err.contains("shadows the shipped scenario `immortal-counter`"), "{err}");
+    assert!(
+        err.contains("scenarios/immortal-counter.toml:"),
+        "the error points into the local file: {err}"
+    );
+}

@@ -21,10 +21,13 @@ pub struct Cli {
 pub enum Command {
     /// Run a scenario against a limiter and check the invariants.
     Run(RunArgs),
-    /// Run every scenario × limiter and write the verdict table (reports/MATRIX.md).
+    /// Run every scenario × limiter and write the verdict table (MATRIX.md under --out).
     Matrix(MatrixArgs),
     /// Show the scenarios and the built-in limiters (with their command sequences).
     List,
+    /// The shipped scenario catalog: `scenarios export DIR` writes it out to copy and adapt.
+    #[command(subcommand)]
+    Scenarios(ScenariosCommand),
     /// Remove containers and processes left behind by crashed or killed runs.
     Clean(CleanArgs),
     /// Build the Redis image from the local redis-server binary (runs do this on demand).
@@ -36,7 +39,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// A scenario file, or the name of one in ./scenarios.
+    /// A scenario file, or a name: ./scenarios/NAME.toml if it exists, else the shipped
+    /// scenario NAME (`limiter-harness list`).
     pub scenario: String,
     /// The limiter under test: a built-in name (see `limiter-harness list`), `lua:PATH` (a
     /// Lua script) or `exec:COMMAND` (an adapter process, see docs/exec-protocol.md).
@@ -49,7 +53,7 @@ pub struct RunArgs {
     /// Override the scenario's seed.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Where to write report.md, report.json and history.jsonl [default: reports/runs/SCENARIO/LIMITER].
+    /// Where to write report.md, report.json and history.jsonl [default: .limiter-harness/reports/runs/SCENARIO/LIMITER].
     #[arg(long)]
     pub report_dir: Option<PathBuf>,
     /// No progress bar.
@@ -111,7 +115,7 @@ pub struct MatrixArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Where MATRIX.md goes (cells' full reports go to DIR/runs/matrix/).
-    #[arg(long, default_value = "reports")]
+    #[arg(long, default_value = ".limiter-harness/reports")]
     pub out: PathBuf,
     #[command(flatten)]
     pub server: BackendArgs,
@@ -120,6 +124,19 @@ pub struct MatrixArgs {
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScenariosCommand {
+    /// Write every shipped scenario to DIR as NAME.toml (a file in ./scenarios with a
+    /// shipped name is then run instead of the shipped one).
+    Export {
+        /// Where to write the files (created if missing), e.g. `scenarios`.
+        dir: PathBuf,
+        /// Overwrite files that exist and differ.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Debug, Args)]

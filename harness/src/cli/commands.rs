@@ -1,7 +1,6 @@
 //! What each subcommand does.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use rand::RngExt;
@@ -15,7 +14,7 @@ use crate::limiter::{BUILTIN_NAMES, builtin};
 use crate::matrix::{self, MatrixConfig, glob_match, render_table};
 use crate::report::Report;
 use crate::runner::{self, RunConfig};
-use crate::scenario::{Scenario, find_scenario, list_scenarios, load_scenario};
+use crate::scenario::{Scenario, list_scenarios, open_scenario};
 
 /// Print to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
 fn say(text: &str) {
@@ -62,8 +61,7 @@ fn adjust_flags(args: &ScenarioArgs) -> String {
 }
 
 pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
-    let path = find_scenario(&args.scenario)?;
-    let mut scenario = load_scenario(&path)?;
+    let mut scenario = open_scenario(&args.scenario)?;
     adjust(&mut scenario, &args.adjust)?;
     let limiter = crate::limiter::resolve(&args.limiter)?;
     let seed = args.seed.or(scenario.seed).unwrap_or_else(|| rand::rng().random());
@@ -74,7 +72,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
     );
     let backend = backend_for(&args.server).await?;
     let reproduce = runner::reproduce_line(
-        &path,
+        &scenario.reproduce_arg(),
         limiter.name(),
         seed,
         backend.as_ref(),
@@ -83,7 +81,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
         &adjust_flags(&args.adjust),
     );
     let report_dir = args.report_dir.clone().unwrap_or_else(|| {
-        PathBuf::from("reports/runs")
+        crate::scratch::default_report_root(std::path::Path::new("."))
+            .join("runs")
             .join(&scenario.name)
             .join(matrix::sanitize(limiter.name()))
     });
@@ -158,7 +157,7 @@ fn matrix_scenarios(args: &MatrixArgs) -> Result<Vec<Scenario>, SetupError> {
     let mut scenarios: Vec<_> = list_scenarios()
         .into_iter()
         .filter(|(name, _)| glob_match(&args.scenarios, name))
-        .map(|(_, path)| load_scenario(&path))
+        .map(|(_, source)| source.load())
         .collect::<Result<_, _>>()?;
     for scenario in &mut scenarios {
         adjust(scenario, &args.adjust)?;
@@ -256,7 +255,7 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         return Ok(ExitCode::Unknown);
     }
     let table = render_table(&scenarios, &names, &cells, &context);
-    std::fs::create_dir_all(&args.out).map_err(|e| SetupError::io("cannot create", &args.out, e))?;
+    crate::scratch::create_report_dir(&args.out)?;
     let path = args.out.join("MATRIX.md");
     std::fs::write(&path, &table).map_err(|e| SetupError::io("cannot write", &path, e))?;
     say(&table);
@@ -270,13 +269,31 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
     Ok(matrix_exit(&cells))
 }
 
+pub fn export_scenarios(dir: &std::path::Path, force: bool) -> Result<ExitCode, SetupError> {
+    let written = crate::scenario::export_catalog(dir, force)?;
+    say(&format!(
+        "wrote {} scenarios to {}; `limiter-harness run NAME` now runs ./scenarios/NAME.toml when it exists",
+        written.len(),
+        dir.display()
+    ));
+    Ok(ExitCode::Valid)
+}
+
 pub fn list() -> Result<ExitCode, SetupError> {
     say("Scenarios:");
-    for (name, path) in list_scenarios() {
-        let about = load_scenario(&path)
+    for (name, source) in list_scenarios() {
+        let about = source
+            .load()
             .map(|s| s.about)
             .unwrap_or_else(|e| format!("(invalid: {})", e.to_string().lines().next().unwrap_or_default()));
-        say(&format!("  {name:<30} {}", about.lines().next().unwrap_or_default()));
+        let from = match &source {
+            crate::scenario::ScenarioRef::Shipped(_) => String::new(),
+            crate::scenario::ScenarioRef::File(path) => format!(" [{}]", path.display()),
+        };
+        say(&format!(
+            "  {name:<30} {}{from}",
+            about.lines().next().unwrap_or_default()
+        ));
     }
     say("\nLimiters (--limiter NAME):");
     for name in BUILTIN_NAMES {

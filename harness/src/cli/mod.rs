@@ -1,4 +1,4 @@
-//! The command line: `run`, `list`, `clean`, `image`. Exit codes: 0 every invariant holds,
+//! The command line: `run`, `matrix`, `list`, `scenarios export`, `clean`, `image`, `bench`. Exit codes: 0 every invariant holds,
 //! 1 an invariant is violated, 2 unknown (the run could not observe enough), 3 setup or
 //! usage error.
 
@@ -35,6 +35,7 @@ pub async fn main() -> ExitCode {
         Command::Run(args) => commands::run(args).await,
         Command::Matrix(args) => commands::matrix(args).await,
         Command::List => commands::list(),
+        Command::Scenarios(args::ScenariosCommand::Export { dir, force }) => commands::export_scenarios(&dir, force),
         Command::Clean(args) => commands::clean(args.all).await,
         Command::Image(args) => commands::image(args).await,
         Command::Bench(args) => bench::bench(args).await,

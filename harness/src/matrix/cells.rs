@@ -130,7 +130,7 @@ async fn run_cell(config: &MatrixConfig, scenario: &Scenario, limiter: &Arc<dyn 
     let seed = config.seed.or(scenario.seed).unwrap_or(0);
     let name = limiter.name().to_owned();
     let reproduce = crate::runner::reproduce_line(
-        &scenario.source,
+        &scenario.reproduce_arg(),
         &name,
         seed,
         config.backend.as_ref(),

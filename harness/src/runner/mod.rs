@@ -50,7 +50,7 @@ pub struct RunConfig {
 /// The command line that reproduces a run. `adjust` holds the flags that changed the
 /// scenario (`--keys`, `--window-ms`), already quoted.
 pub fn reproduce_line(
-    scenario: &std::path::Path,
+    scenario: &str,
     limiter: &str,
     seed: u64,
     backend: &dyn Backend,
@@ -59,8 +59,7 @@ pub fn reproduce_line(
     adjust: &str,
 ) -> String {
     let mut line = format!(
-        "limiter-harness run {} --limiter {} --seed {seed} {}",
-        scenario.display(),
+        "limiter-harness run {scenario} --limiter {} --seed {seed} {}",
         crate::shell::quote(limiter),
         backend.reproduce_flags()
     );
@@ -238,7 +237,7 @@ fn needs_cache_server(scenario: &Scenario) -> bool {
 /// interleave its lines. The lock goes with the process, however it ends.
 fn lock_report_dir(dir: &std::path::Path) -> Result<std::fs::File, SetupError> {
     use std::io::{Read, Seek, Write};
-    std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create", dir, e))?;
+    crate::scratch::create_report_dir(dir)?;
     let path = dir.join(".lock");
     let mut file = std::fs::OpenOptions::new()
         .create(true)
@@ -284,7 +283,7 @@ mod tests {
     fn the_reproduce_line_carries_every_flag_and_quotes_the_limiter() {
         let backend = crate::backend::UrlBackend::new("redis://127.0.0.1:6379".into());
         let line = reproduce_line(
-            std::path::Path::new("scenarios/steady-control.toml"),
+            "scenarios/steady-control.toml",
             "exec:python3 adapter.py",
             7,
             &backend,

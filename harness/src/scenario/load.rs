@@ -38,72 +38,159 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, SetupError> {
     Ok(parse_scenario(path, &text)?)
 }
 
-/// Where scenarios are looked up by name: `./scenarios`, then the ones shipped with the source.
-pub fn scenario_dirs() -> Vec<PathBuf> {
-    let mut dirs = vec![PathBuf::from("scenarios")];
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
-    if shipped.is_dir() && !dirs.iter().any(|d| same_dir(d, &shipped)) {
-        dirs.push(shipped);
-    }
-    dirs
+mod catalog {
+    include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
 }
 
-fn same_dir(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
+/// The names of the scenarios shipped in the binary, sorted.
+pub fn shipped_names() -> Vec<&'static str> {
+    catalog::SHIPPED.iter().map(|(name, _)| *name).collect()
 }
 
-/// Resolve a command-line scenario argument: a path to a file, or a name in [`scenario_dirs`].
-pub fn find_scenario(arg: &str) -> Result<PathBuf, SetupError> {
-    let as_path = PathBuf::from(arg);
-    if as_path.is_file() {
-        return Ok(as_path);
-    }
-    let dirs = scenario_dirs();
-    let name = arg.trim_end_matches(".toml");
-    for dir in &dirs {
-        let candidate = dir.join(format!("{name}.toml"));
-        if candidate.is_file() {
-            return Ok(candidate);
+/// The text of the shipped scenario `name`.
+pub fn shipped_text(name: &str) -> Option<&'static str> {
+    catalog::SHIPPED.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
+}
+
+/// Where a scenario comes from: a file, or the catalog shipped in the binary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScenarioRef {
+    /// A scenario embedded in the binary, by name.
+    Shipped(String),
+    /// A scenario file.
+    File(PathBuf),
+}
+
+impl ScenarioRef {
+    /// The scenario's name: the shipped name, or the file's stem.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Shipped(name) => name.clone(),
+            Self::File(path) => path.file_stem().unwrap_or_default().to_string_lossy().into_owned(),
         }
     }
-    let searched: Vec<String> = std::iter::once(arg.to_owned())
-        .chain(
-            dirs.iter()
-                .map(|d| d.join(format!("{name}.toml")).display().to_string()),
-        )
-        .collect();
+
+    /// Read, parse and validate it.
+    pub fn load(&self) -> Result<Scenario, SetupError> {
+        match self {
+            Self::Shipped(name) => {
+                let text = shipped_text(name).ok_or_else(|| unknown_scenario(name))?;
+                // Errors in a shipped scenario (a harness bug) point at its place in the source.
+                let mut scenario = parse_scenario(&Path::new("scenarios").join(format!("{name}.toml")), text)?;
+                scenario.shipped = true;
+                Ok(scenario)
+            }
+            Self::File(path) => load_scenario(path),
+        }
+    }
+}
+
+/// Where a scenario name is looked up first: `./scenarios`, then the shipped catalog.
+pub const LOCAL_SCENARIO_DIR: &str = "scenarios";
+
+/// Resolve a command-line scenario argument: a path to a file; else `./scenarios/NAME.toml`
+/// (saying so on stderr when it shadows a shipped scenario with other content); else the
+/// shipped scenario NAME.
+pub fn find_scenario(arg: &str) -> Result<ScenarioRef, SetupError> {
+    let as_path = PathBuf::from(arg);
+    if as_path.is_file() {
+        return Ok(ScenarioRef::File(as_path));
+    }
+    let name = arg.trim_end_matches(".toml");
+    let local = Path::new(LOCAL_SCENARIO_DIR).join(format!("{name}.toml"));
+    if local.is_file() {
+        if let Some(text) = shipped_text(name)
+            && std::fs::read_to_string(&local).is_ok_and(|t| t != text)
+        {
+            eprintln!(
+                "note: {} shadows the shipped scenario `{name}` (remove it, or rename it, to run the shipped one)",
+                local.display()
+            );
+        }
+        return Ok(ScenarioRef::File(local));
+    }
+    if shipped_text(name).is_some() {
+        return Ok(ScenarioRef::Shipped(name.to_owned()));
+    }
+    Err(unknown_scenario(arg))
+}
+
+/// Read, parse and validate the scenario a command-line argument names ([`find_scenario`]).
+pub fn open_scenario(arg: &str) -> Result<Scenario, SetupError> {
+    find_scenario(arg)?.load()
+}
+
+fn unknown_scenario(arg: &str) -> SetupError {
+    let name = arg.trim_end_matches(".toml");
     let known: Vec<String> = list_scenarios().into_iter().map(|(n, _)| n).collect();
-    Err(SetupError::UnknownScenario {
+    SetupError::UnknownScenario {
         name: arg.to_owned(),
-        searched: searched.join(", "),
+        searched: format!(
+            "the file {arg}, {} and the shipped catalog",
+            Path::new(LOCAL_SCENARIO_DIR).join(format!("{name}.toml")).display()
+        ),
         known: if known.is_empty() {
             "(none found)".to_owned()
         } else {
             known.join(", ")
         },
-    })
+    }
 }
 
-/// Every `*.toml` in [`scenario_dirs`], by name (the first directory wins), sorted.
-pub fn list_scenarios() -> Vec<(String, PathBuf)> {
-    let mut found: Vec<(String, PathBuf)> = Vec::new();
-    for dir in scenario_dirs() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .collect();
-        paths.sort();
-        for path in paths {
-            let name = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
-            if !found.iter().any(|(n, _)| *n == name) {
-                found.push((name, path));
-            }
+/// The `*.toml` files directly in `dir`, sorted.
+pub fn toml_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Every scenario a name can reach: the files in `./scenarios`, then the shipped ones they
+/// do not shadow; by name, sorted.
+pub fn list_scenarios() -> Vec<(String, ScenarioRef)> {
+    let mut found: Vec<(String, ScenarioRef)> = toml_files(Path::new(LOCAL_SCENARIO_DIR))
+        .into_iter()
+        .map(|path| {
+            let r = ScenarioRef::File(path);
+            (r.name(), r)
+        })
+        .collect();
+    for name in shipped_names() {
+        if !found.iter().any(|(n, _)| n == name) {
+            found.push((name.to_owned(), ScenarioRef::Shipped(name.to_owned())));
         }
     }
-    found.sort();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
     found
+}
+
+/// Write the shipped catalog to `dir` as NAME.toml files, for a team to copy and adapt.
+/// Refuses to overwrite a file that differs unless `force`. Returns the files written.
+pub fn export_catalog(dir: &Path, force: bool) -> Result<Vec<PathBuf>, SetupError> {
+    std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create directory", dir, e))?;
+    let mut conflicts = Vec::new();
+    for (name, text) in catalog::SHIPPED {
+        let path = dir.join(format!("{name}.toml"));
+        if !force && path.exists() && std::fs::read_to_string(&path).map_or(true, |t| t != *text) {
+            conflicts.push(path.display().to_string());
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(SetupError::Usage(format!(
+            "these files exist and differ from the shipped scenarios: {}\n  help: pass --force to overwrite them",
+            conflicts.join(", ")
+        )));
+    }
+    let mut written = Vec::new();
+    for (name, text) in catalog::SHIPPED {
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, text).map_err(|e| SetupError::io("cannot write scenario", &path, e))?;
+        written.push(path);
+    }
+    Ok(written)
 }

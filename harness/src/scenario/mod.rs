@@ -8,7 +8,10 @@ mod model;
 mod resolve;
 
 pub use error::ScenarioError;
-pub use load::{find_scenario, list_scenarios, load_scenario, parse_scenario, scenario_dirs};
+pub use load::{
+    LOCAL_SCENARIO_DIR, ScenarioRef, export_catalog, find_scenario, list_scenarios, load_scenario, open_scenario,
+    parse_scenario, shipped_names, shipped_text, toml_files,
+};
 pub use model::{
     Algorithm, CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, FaultKind, GapFault,
     GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Phase, PhaseKind, Pick, Scenario,

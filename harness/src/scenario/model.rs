@@ -17,6 +17,9 @@ pub struct Scenario {
     pub seed: Option<u64>,
     #[serde(skip)]
     pub source: PathBuf,
+    /// Loaded from the catalog embedded in the binary (then `source` is only a label).
+    #[serde(skip)]
+    pub shipped: bool,
     pub server: ServerConfig,
     /// A second server for the cache, when the scenario separates cache and counters.
     pub cache_server: Option<ServerConfig>,
@@ -58,6 +61,16 @@ impl Setup {
 }
 
 impl Scenario {
+    /// How a command line names this scenario: the shipped name, or the file's path relative
+    /// to the current directory, quoted for a shell.
+    pub fn reproduce_arg(&self) -> String {
+        if self.shipped {
+            self.name.clone()
+        } else {
+            crate::shell::quote(&crate::shell::relative(&self.source).display().to_string())
+        }
+    }
+
     /// Whether running this scenario changes a server's configuration or floods it.
     pub fn disrupts_server(&self) -> Vec<String> {
         let mut reasons = Vec::new();
