@@ -27,27 +27,37 @@ demo-eviction: build
 run scenario limiter *flags: build
     {{harness}} run {{scenario}} --limiter {{limiter}} {{flags}}
 
-# Every scenario × every limiter: the verdict table in reports/MATRIX.md (exit 0 when every cell is as its scenario expects).
+# Every scenario × every limiter: the verdict table (exit 0 when every cell is as its scenario expects).
 matrix *flags: build
-    {{harness}} matrix --out reports {{flags}}
+    {{harness}} matrix {{flags}}
 
 # Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed).
 test: test-deps
     cargo build --workspace --all-targets
     cargo test --workspace
 
-# What the tests need beyond Rust: the Python exec-adapter examples' libraries, pinned (redis-py, and `limits`, a real limiter library used unchanged).
+# What the tests need beyond Rust, pinned: the Python exec-adapter examples' libraries (redis-py, and `limits`, a real limiter library used unchanged), xmlschema and the JUnit schema (junit-10.xsd, from pytest's source distribution) that the JUnit output is validated against.
 test-deps:
     #!/usr/bin/env bash
     set -euo pipefail
-    want=("redis==7.4.1" "limits[redis]==5.8.0")
-    if python3 -c 'import importlib.metadata as m, sys; sys.exit(not (m.version("redis") == "7.4.1" and m.version("limits") == "5.8.0"))' 2>/dev/null; then exit 0; fi
-    python3 -m pip install --quiet "${want[@]}" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "${want[@]}"
+    want=("redis==7.4.1" "limits[redis]==5.8.0" "xmlschema==4.3.2")
+    pip_install() { python3 -m pip install --quiet "$@" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "$@"; }
+    if ! python3 -c 'import importlib.metadata as m, sys; sys.exit(not (m.version("redis") == "7.4.1" and m.version("limits") == "5.8.0" and m.version("xmlschema") == "4.3.2"))' 2>/dev/null; then
+      pip_install "${want[@]}"
+    fi
+    xsd=target/test-deps/junit-10.xsd
+    if [ ! -s "$xsd" ]; then
+      mkdir -p target/test-deps
+      tmp=$(mktemp -d)
+      python3 -m pip download --quiet --no-deps --no-binary :all: -d "$tmp" pytest==8.3.4
+      tar -xzf "$tmp/pytest-8.3.4.tar.gz" -C "$tmp" pytest-8.3.4/testing/example_scripts/junit-10.xsd
+      cp "$tmp/pytest-8.3.4/testing/example_scripts/junit-10.xsd" "$xsd"
+      rm -rf "$tmp"
+    fi
 
-# After a deliberate change: rewrite the reviewed snapshots and MATRIX.md, then review `git diff reports/`.
+# After a deliberate change: rewrite the reviewed snapshots and MATRIX.md (the harness's own suite, limiter-harness.toml), then review `git diff reports/`.
 snapshots: build
-    -{{harness}} matrix --out reports --no-progress > /dev/null
-    INSTA_UPDATE=always cargo test -p limiter-harness-tests --test snapshots
+    {{harness}} ci --accept --no-progress > /dev/null
     git diff --stat reports/
 
 # Run the snapshot matrix N times against the committed snapshots (as CI does): every run must match.
@@ -60,7 +70,7 @@ determinism n="2":
         passed=$((passed + 1)); echo "run $i: identical to the reviewed snapshots"
       else
         echo "run $i: DIFFERENT"
-        grep -E "differ|MATRIX.md is not" /tmp/limiter-harness-determinism.log | head -5 || tail -5 /tmp/limiter-harness-determinism.log
+        grep -E "^#### |^- [a-z-]+: " /tmp/limiter-harness-determinism.log | head -10 || tail -5 /tmp/limiter-harness-determinism.log
       fi
     done
     echo "$passed/{{n}} runs identical"

@@ -86,6 +86,11 @@ pub enum SetupError {
     )]
     AdapterStart { limiter: String, reason: String },
 
+    #[error(
+        "{path} cannot be judged: {reason}\n  help: pass the directory of a run (it holds the history.jsonl the run wrote); a history from an older limiter-harness cannot be re-checked"
+    )]
+    BadHistory { path: PathBuf, reason: String },
+
     #[error("{action} {path}: {source}")]
     Io {
         action: &'static str,

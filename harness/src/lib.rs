@@ -28,6 +28,7 @@ pub mod scenario;
 pub mod scratch;
 pub mod shell;
 pub mod signals;
+pub mod suite;
 pub mod trip;
 pub mod workload;
 

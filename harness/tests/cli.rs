@@ -761,6 +761,7 @@ fn adapter_processes_are_stopped_even_outside_their_process_group() {
 /// shipped one (and says so), and reproduce lines name what was run, relative to here.
 #[test]
 fn the_shipped_catalog_works_from_any_directory_and_a_local_file_shadows_it() {
+    // Long: one newcomer's walk from an empty directory to a local copy that wins, in order.
     let dir = tempfile::tempdir().unwrap();
     let in_dir = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_limiter-harness"))

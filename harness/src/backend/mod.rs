@@ -29,7 +29,8 @@ pub const LABEL: &str = "limiter-harness";
 pub const LABEL_RUN: &str = "limiter-harness.run";
 
 /// Which backend the user asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum BackendChoice {
     /// A container when a Docker engine answers, otherwise a local process.
     Auto,

@@ -292,6 +292,7 @@ impl HistoryBuilder {
             source: source.to_owned(),
             detail: format!("{source} went away"),
             fatal,
+            noted: fatal,
         });
         self
     }

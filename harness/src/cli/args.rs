@@ -23,6 +23,13 @@ pub enum Command {
     Run(RunArgs),
     /// Run every scenario × limiter and write the verdict table (MATRIX.md under --out).
     Matrix(MatrixArgs),
+    /// Judge a saved run again from its history.jsonl and rewrite its report.
+    Check(CheckArgs),
+    /// Run the suite (limiter-harness.toml, found here or above) and compare every cell with
+    /// its reviewed baseline: exit 0 when identical, 1 on any difference.
+    Ci(CiArgs),
+    /// Write a commented starter suite (limiter-harness.toml) for one limiter.
+    Init(InitArgs),
     /// Show the scenarios and the built-in limiters (with their command sequences).
     List,
     /// The shipped scenario catalog: `scenarios export DIR` writes it out to copy and adapt.
@@ -75,6 +82,15 @@ pub struct ScenarioArgs {
     pub window_ms: Option<u64>,
 }
 
+impl ScenarioArgs {
+    pub fn to_adjust(&self) -> crate::scenario::Adjust {
+        crate::scenario::Adjust {
+            keys: self.keys.clone(),
+            window_ms: self.window_ms,
+        }
+    }
+}
+
 /// Where Redis runs (shared by `run` and `matrix`).
 #[derive(Debug, Clone, Args)]
 pub struct BackendArgs {
@@ -121,9 +137,66 @@ pub struct MatrixArgs {
     pub server: BackendArgs,
     #[command(flatten)]
     pub adjust: ScenarioArgs,
+    /// `json`: print the cells as one JSON document instead of the table.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
+}
+
+/// How a command prints its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// For people.
+    #[default]
+    Text,
+    /// One JSON document on stdout (progress and notes go to stderr).
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct CiArgs {
+    /// The suite file [default: limiter-harness.toml here or in the nearest parent directory].
+    #[arg(long)]
+    pub suite: Option<PathBuf>,
+    /// Rewrite the baseline (and the suite's table) with what the cells give now; review and
+    /// commit the change.
+    #[arg(long)]
+    pub accept: bool,
+    /// Write JUnit XML here: one testcase per cell, failing when it differs from the baseline.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Cells running at once [default: the suite's `jobs`].
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The limiter the suite tests: a built-in, lua:PATH or exec:COMMAND.
+    #[arg(long, short = 'l')]
+    pub limiter: String,
+    /// Its short name in the suite (cells and baseline files) [default: the built-in's name, else "app"].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Replace an existing limiter-harness.toml.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// A run's directory (where report.md and history.jsonl are), or its history.jsonl.
+    pub run_dir: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rand::RngExt;
 
-use super::args::{BackendArgs, ImageArgs, MatrixArgs, RunArgs, ScenarioArgs};
+use super::args::{BackendArgs, Format, ImageArgs, MatrixArgs, RunArgs, ScenarioArgs};
 use super::exit::ExitCode;
 use crate::backend::{self, Backend, BackendChoice, BackendOptions};
 use crate::checker::Verdict;
@@ -15,14 +15,15 @@ use crate::matrix::{self, MatrixConfig, glob_match, render_table};
 use crate::report::Report;
 use crate::runner::{self, RunConfig};
 use crate::scenario::{Scenario, list_scenarios, open_scenario};
+use crate::suite::CellJson;
 
 /// Print to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
-fn say(text: &str) {
+pub(super) fn say(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n"));
 }
 
-async fn backend_for(args: &BackendArgs) -> Result<Arc<dyn Backend>, SetupError> {
+pub(super) async fn backend_for(args: &BackendArgs) -> Result<Arc<dyn Backend>, SetupError> {
     backend::select_backend(&BackendOptions {
         choice: args.backend,
         url: args.url.clone(),
@@ -35,29 +36,7 @@ async fn backend_for(args: &BackendArgs) -> Result<Arc<dyn Backend>, SetupError>
 
 /// Apply `--keys` and `--window-ms` to a loaded scenario.
 fn adjust(scenario: &mut Scenario, args: &ScenarioArgs) -> Result<(), SetupError> {
-    if !args.keys.is_empty() {
-        scenario
-            .override_keys(&args.keys)
-            .map_err(|e| SetupError::Usage(format!("--keys: {e}")))?;
-    }
-    if let Some(window_ms) = args.window_ms {
-        scenario
-            .rescale_window(window_ms)
-            .map_err(|e| SetupError::Usage(format!("--window-ms: {e}")))?;
-    }
-    Ok(())
-}
-
-/// The `--keys`/`--window-ms` flags that reproduce `args`.
-fn adjust_flags(args: &ScenarioArgs) -> String {
-    let mut flags = String::new();
-    for key in &args.keys {
-        flags.push_str(&format!(" --keys {}", crate::shell::quote(key)));
-    }
-    if let Some(window_ms) = args.window_ms {
-        flags.push_str(&format!(" --window-ms {window_ms}"));
-    }
-    flags
+    scenario.adjust(&args.to_adjust()).map_err(SetupError::Usage)
 }
 
 pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
@@ -78,10 +57,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
         backend.as_ref(),
         args.server.allow_reconfigure,
         args.server.via_proxy,
-        &adjust_flags(&args.adjust),
+        &scenario.adjusted.flags(),
     );
     let report_dir = args.report_dir.clone().unwrap_or_else(|| {
-        crate::scratch::default_report_root(std::path::Path::new("."))
+        crate::scratch::default_report_root(std::path::Path::new(""))
             .join("runs")
             .join(&scenario.name)
             .join(matrix::sanitize(limiter.name()))
@@ -110,6 +89,33 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
         eprintln!("warning: could not stop {leftover}; run `limiter-harness clean`");
     }
     Ok(outcome.report.verdict.into())
+}
+
+/// `check RUN_DIR`: the run judged again from its history, the report rewritten, and the
+/// verdict said, with what it was before when it changed.
+pub fn check(dir: &std::path::Path) -> Result<ExitCode, SetupError> {
+    let before = previous_verdict(dir);
+    let judged = runner::recheck(dir)?;
+    let report = &judged.report;
+    print_summary(report);
+    let now = report.verdict.name();
+    match before {
+        Some(before) if before != now => say(&format!(
+            "re-checked: the verdict was {before}, it is now {now} (report.md and report.json rewritten)"
+        )),
+        _ => say(&format!(
+            "re-checked from the history: {now} (report.md and report.json rewritten)"
+        )),
+    }
+    Ok(report.verdict.into())
+}
+
+/// The verdict a run directory's report.json holds, if it has one.
+fn previous_verdict(dir: &std::path::Path) -> Option<String> {
+    let dir = if dir.is_file() { dir.parent()? } else { dir };
+    let text = std::fs::read_to_string(dir.join("report.json")).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    json.get("verdict")?.as_str().map(str::to_owned)
 }
 
 fn print_summary(report: &Report) {
@@ -174,7 +180,11 @@ fn matrix_scenarios(args: &MatrixArgs) -> Result<Vec<Scenario>, SetupError> {
 /// The matrix prefers local processes: one fresh server per cell either way, the same
 /// binary the image is built from, and cheaper to start than a container.
 fn matrix_server(args: &MatrixArgs) -> BackendArgs {
-    let mut server = args.server.clone();
+    prefer_processes(args.server.clone())
+}
+
+/// `auto` for many cells: a local `redis-server` process per cell when one is installed.
+pub(super) fn prefer_processes(mut server: BackendArgs) -> BackendArgs {
     if server.backend == BackendChoice::Auto
         && server.url.is_none()
         && backend::local_redis(&server.redis_server).is_ok()
@@ -210,7 +220,7 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
     };
     let limiters = names
         .iter()
-        .map(|n| crate::limiter::resolve(n))
+        .map(|n| crate::limiter::resolve(n).map(matrix::MatrixLimiter::plain))
         .collect::<Result<Vec<_>, _>>()?;
     let server = matrix_server(&args);
     let backend = backend_for(&server).await?;
@@ -220,7 +230,14 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         eprintln!("limiter-harness matrix: one server for every cell (--backend url): running one cell at a time");
         jobs = 1;
     }
-    let context = format!("`--backend {}`", backend.name());
+    let context = matrix::TableContext {
+        backend: format!("`--backend {}`", backend.name()),
+        regenerate: "limiter-harness matrix".into(),
+        runs: crate::shell::relative(&args.out.join("runs/matrix"))
+            .display()
+            .to_string(),
+        baseline: None,
+    };
     let started = std::time::Instant::now();
     eprintln!(
         "limiter-harness matrix: {} scenario(s) × {} limiter(s), {} at a time",
@@ -240,7 +257,6 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         seed: args.seed,
         via_proxy: server.via_proxy,
         allow_reconfigure: server.allow_reconfigure,
-        adjust_flags: adjust_flags(&args.adjust),
         cancel: cancel.clone(),
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
     })
@@ -255,18 +271,39 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         return Ok(ExitCode::Unknown);
     }
     let table = render_table(&scenarios, &names, &cells, &context);
+    matrix_output(&args, &table, &cells, started)?;
+    Ok(matrix_exit(&cells))
+}
+
+/// `MATRIX.md` under `--out`, and the table (or the cells as JSON) on stdout.
+fn matrix_output(
+    args: &MatrixArgs,
+    table: &str,
+    cells: &[matrix::Cell],
+    started: std::time::Instant,
+) -> Result<(), SetupError> {
     crate::scratch::create_report_dir(&args.out)?;
     let path = args.out.join("MATRIX.md");
-    std::fs::write(&path, &table).map_err(|e| SetupError::io("cannot write", &path, e))?;
-    say(&table);
+    std::fs::write(&path, table).map_err(|e| SetupError::io("cannot write", &path, e))?;
     let differing = cells.iter().filter(|c| !c.as_expected()).count();
-    say(&format!(
+    let line = format!(
         "{} cells in {:.1} s; {differing} differ from their scenario's expectation; table: {}",
         cells.len(),
         started.elapsed().as_secs_f64(),
         path.display()
-    ));
-    Ok(matrix_exit(&cells))
+    );
+    match args.format {
+        Format::Text => {
+            say(table);
+            say(&line);
+        }
+        Format::Json => {
+            let json: Vec<CellJson> = cells.iter().map(|c| CellJson::new(c, None)).collect();
+            say(&serde_json::to_string_pretty(&json).expect("cells serialize"));
+            eprintln!("{line}");
+        }
+    }
+    Ok(())
 }
 
 pub fn export_scenarios(dir: &std::path::Path, force: bool) -> Result<ExitCode, SetupError> {

@@ -1,9 +1,10 @@
-//! The command line: `run`, `matrix`, `list`, `scenarios export`, `clean`, `image`, `bench`. Exit codes: 0 every invariant holds,
+//! The command line: `run`, `matrix`, `check`, `ci`, `init`, `list`, `scenarios export`, `clean`, `image`, `bench`. Exit codes: 0 every invariant holds,
 //! 1 an invariant is violated, 2 unknown (the run could not observe enough), 3 setup or
 //! usage error.
 
 mod args;
 mod bench;
+mod ci;
 mod commands;
 mod exit;
 mod proxy_bench;
@@ -34,6 +35,9 @@ pub async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => commands::run(args).await,
         Command::Matrix(args) => commands::matrix(args).await,
+        Command::Check(args) => commands::check(&args.run_dir),
+        Command::Ci(args) => ci::ci(args).await,
+        Command::Init(args) => ci::init(&args),
         Command::List => commands::list(),
         Command::Scenarios(args::ScenariosCommand::Export { dir, force }) => commands::export_scenarios(&dir, force),
         Command::Clean(args) => commands::clean(args.all).await,

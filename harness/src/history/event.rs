@@ -1,24 +1,59 @@
 //! History events. Times are microseconds since the run started (`t_us`).
 
-use crate::scenario::FaultKind;
 use serde::{Deserialize, Serialize};
+
+use crate::keys::LayoutSource;
+use crate::scenario::{Adjust, Algorithm, FaultKind};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Event {
-    /// The first line: what ran.
+    /// The first line: what ran — enough, with the events after it, to judge the run again
+    /// from its history alone (`limiter-harness check`).
     Run {
         scenario: String,
+        /// The limiter as the command line named it.
         limiter: String,
         seed: u64,
         backend: String,
-        server_version: String,
-        /// The key templates the run took for the limiter's keys, and who described them.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        keys: Vec<String>,
-        #[serde(default, skip_serializing_if = "String::is_empty")]
-        keys_from: String,
+        /// The command that reproduces the run.
+        #[serde(default)]
+        reproduce: String,
+        /// The scenario file's path as given (a label for a shipped scenario).
+        #[serde(default)]
+        scenario_file: String,
+        /// The scenario file's text, as parsed.
+        #[serde(default)]
+        scenario_text: String,
+        /// Whether the scenario came from the catalog in the binary.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        shipped: bool,
+        /// What the command line changed in the scenario (`--keys`, `--window-ms`).
+        #[serde(default, skip_serializing_if = "Adjust::is_empty")]
+        adjust: Adjust,
     },
+    /// The limiter as the run took it, and the keys it judged as the limiter's. Recorded for
+    /// the configured limiter when the run starts, and again once the started limiter has
+    /// said what it declares (an adapter's hello): the last one holds.
+    Limiter {
+        t_us: u64,
+        #[serde(flatten)]
+        limiter: LimiterFacts,
+    },
+    /// A server the run used: its version, the settings the run applied, and where it ran.
+    Server {
+        t_us: u64,
+        server: ServerRole,
+        version: String,
+        /// Settings applied with CONFIG SET, as "name value".
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        settings: Vec<String>,
+        /// Where it ran (a container id, a port): varies from run to run.
+        at: String,
+    },
+    /// Keys under the limiter's layout that someone else wrote during the run (on a server
+    /// the harness did not start): no checker judges them.
+    Foreign { t_us: u64, keys: Vec<String> },
     /// State the scenario planted before traffic (e.g. an exhausted key without TTL).
     Setup { t_us: u64, key: String, detail: String },
     Phase {
@@ -115,6 +150,9 @@ pub enum Event {
         detail: String,
         /// The run could not observe enough to judge (e.g. the server was lost).
         fatal: bool,
+        /// A reviewer should read it: the report lists it (fatal problems always are).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        noted: bool,
     },
 }
 
@@ -150,4 +188,26 @@ pub struct KeySample {
     pub pttl_ms: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
+}
+
+/// What a history says about the limiter a run drove.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimiterFacts {
+    pub name: String,
+    pub algorithm: Algorithm,
+    pub round_trips_max: u32,
+    /// Its command sequence, in words.
+    pub commands: String,
+    /// How long its keys may live, in windows, when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_max_windows: Option<f64>,
+    /// The key templates the run took for the limiter's keys, and who described them.
+    pub keys: Vec<String>,
+    pub keys_from: LayoutSource,
+    /// Why the run's keys are not the ones the limiter declared, when they are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys_note: Option<String>,
+    /// How its traffic reached the server, when through the fault proxy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
 }

@@ -149,6 +149,8 @@ pub struct Problem {
     pub source: String,
     pub detail: String,
     pub fatal: bool,
+    /// The report lists it (so it does every fatal one).
+    pub noted: bool,
 }
 
 /// One round trip through the fault proxy.
@@ -182,8 +184,12 @@ impl HistoryIndex {
             ..Self::default()
         };
         let mut pending: BTreeMap<u64, usize> = BTreeMap::new();
+        let mut foreign = std::collections::BTreeSet::new();
         for event in events {
-            index.add(event, layout, &mut pending);
+            match event {
+                Event::Foreign { keys, .. } => foreign.extend(keys),
+                event => index.add(event, layout, &mut pending),
+            }
         }
         index.requests.sort_by_key(|r| (r.invoke_us, r.id));
         for (pos, request) in index.requests.iter().enumerate() {
@@ -195,6 +201,9 @@ impl HistoryIndex {
         index.by_identity.sort_unstable();
         index.add_unanswered(layout);
         index.samples.sort_by_key(|s| s.t_start_us);
+        if !foreign.is_empty() {
+            index.forget_keys(&foreign);
+        }
         index
     }
 
@@ -269,12 +278,21 @@ impl HistoryIndex {
                 }
             }
             Event::Problem {
-                source, detail, fatal, ..
+                source,
+                detail,
+                fatal,
+                noted,
+                ..
             } => {
                 if source == "keyspace" {
                     self.keyspace_complete = false;
                 }
-                self.problems.push(Problem { source, detail, fatal });
+                self.problems.push(Problem {
+                    source,
+                    detail,
+                    fatal,
+                    noted: noted || fatal,
+                });
             }
             Event::Phase { .. } => {}
             fault @ Event::Fault { .. } => self.add_fault(fault),
@@ -303,7 +321,12 @@ impl HistoryIndex {
                 writes_failed,
                 ..
             } => self.cache_writes = (self.cache_writes.0 + writes_ok, self.cache_writes.1 + writes_failed),
-            Event::Run { .. } | Event::Stats { .. } => {}
+            // What ran and where: the run's facts, read by [`crate::runner::judge_history`].
+            Event::Run { .. }
+            | Event::Limiter { .. }
+            | Event::Server { .. }
+            | Event::Stats { .. }
+            | Event::Foreign { .. } => {}
         }
     }
 

@@ -6,6 +6,6 @@ mod event;
 mod index;
 mod recorder;
 
-pub use event::{Event, KeySample, Outcome, PhaseEdge, ServerRole};
+pub use event::{Event, KeySample, LimiterFacts, Outcome, PhaseEdge, ServerRole};
 pub use index::{FaultRecord, HistoryIndex, Problem, Request, Sample, WireRecord};
-pub use recorder::{Recorder, RecorderHandle, read_history};
+pub use recorder::{Recorder, RecorderHandle, append_history, read_history};

@@ -103,6 +103,24 @@ fn flush_batch(out: &mut Option<(PathBuf, File)>, batch: &mut Vec<u8>, write_err
     batch.clear();
 }
 
+/// Append `events` to the history at `path` in one write, after the run's recorder closed it
+/// (what a run finds while leaving a server as it found it). The error says what failed.
+pub fn append_history(path: &Path, events: &[Event]) -> Result<(), String> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let mut lines = Vec::new();
+    for event in events {
+        serde_json::to_writer(&mut lines, event).expect("an event serializes");
+        lines.push(b'\n');
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(&lines))
+        .map_err(|e| format!("appending to {}: {e}", path.display()))
+}
+
 /// Closes the history and joins the writer.
 #[derive(Debug)]
 pub struct RecorderHandle {

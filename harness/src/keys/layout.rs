@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::template::{IDENTITY, KeyTemplate};
 
@@ -11,7 +11,7 @@ use super::template::{IDENTITY, KeyTemplate};
 pub const TEMPLATES_MAX: usize = 32;
 
 /// Who described the layout a run used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "from", content = "detail", rename_all = "kebab-case")]
 pub enum LayoutSource {
     /// Nobody: the harness's own key, `key_prefix` + identity.

@@ -199,6 +199,7 @@ impl Adapter {
             source: "exec-adapter".into(),
             detail,
             fatal,
+            noted: false,
         });
     }
 

@@ -14,12 +14,33 @@ use crate::checker::Verdict;
 use crate::limiter::Limiter;
 use crate::report::Report;
 use crate::runner::{self, RunConfig};
-use crate::scenario::Scenario;
+use crate::scenario::{Adjust, Scenario};
+
+/// A limiter of the matrix: its column's name, and what it changes in every scenario.
+#[derive(Clone)]
+pub struct MatrixLimiter {
+    /// The column's name (a suite's short name, else the limiter's own).
+    pub name: String,
+    pub limiter: Arc<dyn Limiter>,
+    /// What this limiter needs changed in every scenario (`--keys`, `--window-ms`).
+    pub adjust: Adjust,
+}
+
+impl MatrixLimiter {
+    /// A limiter under its own name, changing nothing.
+    pub fn plain(limiter: Arc<dyn Limiter>) -> Self {
+        Self {
+            name: limiter.name().to_owned(),
+            limiter,
+            adjust: Adjust::default(),
+        }
+    }
+}
 
 /// What the matrix runs.
 pub struct MatrixConfig {
     pub scenarios: Vec<Scenario>,
-    pub limiters: Vec<Arc<dyn Limiter>>,
+    pub limiters: Vec<MatrixLimiter>,
     pub backend: Arc<dyn Backend>,
     /// Cells running at once.
     pub jobs: usize,
@@ -31,8 +52,6 @@ pub struct MatrixConfig {
     pub via_proxy: bool,
     /// The user allowed reconfiguring a server the harness did not start (`--backend url`).
     pub allow_reconfigure: bool,
-    /// The flags that changed every scenario (`--keys`, `--window-ms`), for reproduce lines.
-    pub adjust_flags: String,
     /// Cancelled (Ctrl-C): no further cell starts; the running ones stop themselves (each
     /// run handles the signal) and end unknown.
     pub cancel: CancellationToken,
@@ -72,7 +91,7 @@ pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
     // Table order is scenario-major; run limiter-major, so that the cells running at once
     // mix heavy scenarios (100,000 requests) with ones that mostly wait.
     let width = config.limiters.len();
-    let plan: Vec<(usize, &Scenario, &Arc<dyn Limiter>)> = config
+    let plan: Vec<(usize, &Scenario, &MatrixLimiter)> = config
         .limiters
         .iter()
         .enumerate()
@@ -125,39 +144,47 @@ pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
     cells.into_iter().map(|(_, c)| c).collect()
 }
 
-async fn run_cell(config: &MatrixConfig, scenario: &Scenario, limiter: &Arc<dyn Limiter>) -> Cell {
+async fn run_cell(config: &MatrixConfig, scenario: &Scenario, limiter: &MatrixLimiter) -> Cell {
     let started = Instant::now();
+    let name = limiter.name.clone();
+    let mut cell = Cell {
+        scenario: scenario.name.clone(),
+        expected_fail: scenario.expect.fail.contains(&name),
+        note: scenario.expect.notes.get(&name).cloned(),
+        limiter: name,
+        outcome: Err(String::new()),
+        wall_ms: 0,
+    };
+    let mut scenario = scenario.clone();
+    if let Err(e) = scenario.adjust(&limiter.adjust) {
+        cell.outcome = Err(format!("limiter `{}`: {e}", limiter.name));
+        return cell;
+    }
     let seed = config.seed.or(scenario.seed).unwrap_or(0);
-    let name = limiter.name().to_owned();
     let reproduce = crate::runner::reproduce_line(
         &scenario.reproduce_arg(),
-        &name,
+        limiter.limiter.name(),
         seed,
         config.backend.as_ref(),
         config.allow_reconfigure,
         config.via_proxy,
-        &config.adjust_flags,
+        &scenario.adjusted.flags(),
     );
+    let report_dir = config.runs_dir.join(&scenario.name).join(sanitize(&limiter.name));
     let run = RunConfig {
-        scenario: scenario.clone(),
-        limiter: Arc::clone(limiter),
+        scenario,
+        limiter: Arc::clone(&limiter.limiter),
         backend: Arc::clone(&config.backend),
         seed,
-        report_dir: config.runs_dir.join(&scenario.name).join(sanitize(&name)),
+        report_dir,
         allow_reconfigure: config.allow_reconfigure,
         via_proxy: config.via_proxy,
         show_progress: false,
         reproduce,
     };
-    let outcome = on_own_thread(run).await;
-    Cell {
-        scenario: scenario.name.clone(),
-        expected_fail: scenario.expect.fail.contains(&name),
-        note: scenario.expect.notes.get(&name).cloned(),
-        limiter: name,
-        outcome,
-        wall_ms: started.elapsed().as_millis() as u64,
-    }
+    cell.outcome = on_own_thread(run).await;
+    cell.wall_ms = started.elapsed().as_millis() as u64;
+    cell
 }
 
 /// Run one cell on a thread of its own with its own runtime: the operating system then
@@ -184,8 +211,8 @@ async fn on_own_thread(run: RunConfig) -> Result<Report, String> {
         .unwrap_or_else(|_| Err("the cell's thread died (a harness bug)".into()))
 }
 
-fn not_run(scenario: &Scenario, limiter: &Arc<dyn Limiter>) -> Cell {
-    let name = limiter.name().to_owned();
+fn not_run(scenario: &Scenario, limiter: &MatrixLimiter) -> Cell {
+    let name = limiter.name.clone();
     Cell {
         scenario: scenario.name.clone(),
         expected_fail: scenario.expect.fail.contains(&name),

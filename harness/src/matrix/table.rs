@@ -47,16 +47,35 @@ fn cell_text(cell: &Cell) -> String {
     }
 }
 
+/// Where a table's readers find more, and how it was made.
+#[derive(Debug, Clone)]
+pub struct TableContext {
+    /// e.g. "`--backend process`".
+    pub backend: String,
+    /// The command that regenerates it.
+    pub regenerate: String,
+    /// Where each cell's full report is, e.g. `.limiter-harness/reports/runs`.
+    pub runs: String,
+    /// Where the cells' reviewed snapshots are, when there is a baseline.
+    pub baseline: Option<String>,
+}
+
 /// The whole table with its legend, differences from expectations and notes.
-pub fn render_table(scenarios: &[Scenario], limiters: &[String], cells: &[Cell], context: &str) -> String {
+pub fn render_table(scenarios: &[Scenario], limiters: &[String], cells: &[Cell], context: &TableContext) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Limiter matrix\n");
+    let baseline = context
+        .baseline
+        .as_ref()
+        .map(|b| format!(" and its reviewed snapshot in `{b}/SCENARIO--LIMITER.md`"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "Every scenario × every limiter, one fresh server per cell ({context}). A cell says `pass`, or which \
+        "Every scenario × every limiter, one fresh server per cell ({}). A cell says `pass`, or which \
          invariants broke; **†** marks a verdict that differs from what the scenario file expects (`[expect]`), \
-         explained under Findings. Regenerate with `limiter-harness matrix`; each cell's full report is in \
-         `reports/runs/matrix/SCENARIO/LIMITER/report.md` and its reviewed snapshot in `reports/snapshots/`.\n"
+         explained under Findings. Regenerate with `{}`; each cell's full report is in \
+         `{}/SCENARIO/LIMITER/report.md`{baseline}.\n",
+        context.backend, context.regenerate, context.runs
     );
     let _ = writeln!(out, "| scenario | {} |", limiters.join(" | "));
     let _ = writeln!(out, "|---|{}", "---|".repeat(limiters.len()));

@@ -80,6 +80,7 @@ pub async fn subscribe_keyspace(
                             source: "keyspace".into(),
                             detail: "the keyspace-notification connection closed; later expirations and evictions were not seen".into(),
                             fatal: false,
+                            noted: false,
                         });
                         break;
                     }

@@ -155,6 +155,7 @@ pub fn spawn_sampler(
                         source: "sampler".into(),
                         detail: format!("sampling the limiter's keys failed: {e}"),
                         fatal: false,
+                        noted: false,
                     });
                 }
                 Err(_) => {}

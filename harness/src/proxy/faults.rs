@@ -146,6 +146,7 @@ impl ProxyHook for NemesisHook {
             source: "fault-proxy".into(),
             detail: format!("connection {conn}: {detail}"),
             fatal: false,
+            noted: false,
         });
     }
 }

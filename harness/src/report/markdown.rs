@@ -39,10 +39,7 @@ pub fn render_markdown(r: &Report) -> String {
 fn header(out: &mut String, r: &Report) {
     let _ = writeln!(out, "| | |\n|---|---|");
     let _ = writeln!(out, "| scenario | `{}` |", r.scenario_file);
-    let trips = match r.limiter.round_trips_max {
-        u32::MAX => "round trips as it pleases".to_owned(),
-        n => format!("up to {n} round trip(s)"),
-    };
+    let trips = r.limiter.trips_text();
     let _ = writeln!(
         out,
         "| limiter | `{}` ({}, {trips}) |",

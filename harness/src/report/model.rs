@@ -39,6 +39,16 @@ pub struct LimiterSummary {
     pub commands: String,
 }
 
+impl LimiterSummary {
+    /// "up to 2 round trip(s)", or what an adapter that did not say is allowed.
+    pub fn trips_text(&self) -> String {
+        match self.round_trips_max {
+            u32::MAX => "any number of round trips".to_owned(),
+            n => format!("up to {n} round trip(s)"),
+        }
+    }
+}
+
 /// Which keys the run judged as the limiter's, who said so, and the TTL bound applied.
 #[derive(Debug, Clone, Serialize)]
 pub struct KeysSummary {

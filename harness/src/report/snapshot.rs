@@ -27,10 +27,10 @@ pub fn render_snapshot(r: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "- limiter: `{}` ({}, up to {} round trip(s))",
+        "- limiter: `{}` ({}, {})",
         r.limiter.name,
         r.limiter.algorithm.name(),
-        r.limiter.round_trips_max
+        r.limiter.trips_text()
     );
     let settings = if r.server.settings.is_empty() {
         "none".to_owned()

@@ -1,81 +1,85 @@
-//! Put the report together from the run's configuration, state, history and verdicts.
+//! Put the report together from the facts, the index and the verdicts of a history.
 
-use super::RunConfig;
-use super::execute::RunState;
+use super::judge::RunFacts;
 use crate::checker::{CheckResult, Verdict};
-use crate::history::{HistoryIndex, Outcome};
+use crate::history::{HistoryIndex, LimiterFacts, Outcome, ServerRole};
 use crate::report::{Counts, FaultSummary, KeysSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};
-use crate::scenario::{CacheTarget, CommandFault, CommandFaultAction, Fault, GapFault, GapFaultAction};
+use crate::scenario::{CacheTarget, CommandFault, CommandFaultAction, Fault, GapFault, GapFaultAction, Scenario};
 use crate::workload::plan;
 
 pub fn report(
-    config: &RunConfig,
-    state: &RunState,
+    facts: &RunFacts,
+    limiter: &LimiterFacts,
+    scenario: &Scenario,
     index: &HistoryIndex,
     invariants: Vec<CheckResult>,
     keys: KeysSummary,
-    servers: Vec<String>,
-    wall_ms: u64,
 ) -> Report {
     let verdict = invariants.iter().fold(Verdict::Valid, |v, c| v.merge(c.verdict));
-    let limiter = state.limiter.as_ref().unwrap_or(&config.limiter);
-    let mut problems = state.problems.clone();
-    problems.extend(
-        index
-            .problems
-            .iter()
-            .filter(|p| p.fatal)
-            .map(|p| format!("{}: {}", p.source, p.detail)),
-    );
+    let mut problems: Vec<String> = index
+        .problems
+        .iter()
+        .filter(|p| p.noted)
+        .map(|p| {
+            if p.fatal {
+                format!("{}: {}", p.source, p.detail)
+            } else {
+                p.detail.clone()
+            }
+        })
+        .collect();
     problems.dedup();
-    let observed = observed(state, index, &invariants, servers, wall_ms);
+    let observed = observed(facts, limiter, index, &invariants);
+    let server = facts.servers.get(&ServerRole::Limiter);
     Report {
-        scenario: config.scenario.name.clone(),
-        about: config.scenario.about.clone(),
-        scenario_file: config.scenario.source.display().to_string(),
-        seed: config.seed,
+        scenario: scenario.name.clone(),
+        about: scenario.about.clone(),
+        scenario_file: scenario.source.display().to_string(),
+        seed: facts.seed,
         limiter: LimiterSummary {
-            name: limiter.name().to_owned(),
-            algorithm: limiter.algorithm(),
-            round_trips_max: limiter.round_trips_max(),
-            commands: limiter.commands().to_owned(),
+            name: limiter.name.clone(),
+            algorithm: limiter.algorithm,
+            round_trips_max: limiter.round_trips_max,
+            commands: limiter.commands.clone(),
         },
         server: ServerSummary {
-            version: state.server_version.clone().unwrap_or_else(|| "unknown".into()),
-            backend: config.backend.name().to_owned(),
-            settings: state.settings.clone(),
-            cache_server: state.cache_server_version.clone(),
+            version: server.map_or_else(|| "unknown".into(), |s| s.version.clone()),
+            backend: facts.backend.clone(),
+            settings: server.map(|s| s.settings.clone()).unwrap_or_default(),
+            cache_server: facts.servers.get(&ServerRole::Cache).map(|s| {
+                let settings = if s.settings.is_empty() {
+                    "defaults".to_owned()
+                } else {
+                    s.settings.join(", ")
+                };
+                format!("{} ({settings})", s.version)
+            }),
         },
         keys,
         verdict,
         invariants,
-        faults: faults(config, state, index),
-        // Planned once by the run; a run stopped before it planned plans here.
-        requests_scheduled: state
-            .requests_scheduled
-            .unwrap_or_else(|| plan(&config.scenario, config.seed).total_requests()),
-        reproduce: config.reproduce.clone(),
+        faults: faults(facts, limiter, scenario, index),
+        requests_scheduled: plan(scenario, facts.seed).total_requests(),
+        reproduce: facts.reproduce.clone(),
         problems,
         observed,
     }
 }
 
-fn faults(config: &RunConfig, state: &RunState, index: &HistoryIndex) -> Vec<FaultSummary> {
+fn faults(facts: &RunFacts, limiter: &LimiterFacts, scenario: &Scenario, index: &HistoryIndex) -> Vec<FaultSummary> {
     // Long: one report line per kind of fault, in that kind's words.
-    let fired: Vec<(usize, u64)> = state.nemesis.as_ref().map(|n| n.fired()).unwrap_or_default();
-    config
-        .scenario
+    scenario
         .faults
         .iter()
         .enumerate()
         .map(|(i, fault)| {
-            let count = fired.iter().find(|(f, _)| *f == i).map_or(0, |(_, n)| *n);
+            let count = index.faults.iter().filter(|f| f.fault == i).count() as u64;
             let (spec, outcome, fired) = match fault {
                 Fault::ExpireBetweenRoundTrips(gap)
                 | Fault::StallBetweenRoundTrips(gap)
                 | Fault::ClientDiesBetweenRoundTrips(gap) => (
                     gap_spec(fault.kind().name(), gap),
-                    gap_outcome(config, index, i, gap, count),
+                    gap_outcome(limiter, index, i, gap, count),
                     count,
                 ),
                 Fault::OnCommand(c) => {
@@ -101,12 +105,8 @@ fn faults(config: &RunConfig, state: &RunState, index: &HistoryIndex) -> Vec<Fau
                     (command_spec(c), outcome, count)
                 }
                 Fault::MemoryPressure(p) => {
-                    let flood = state
-                        .floods
-                        .iter()
-                        .find(|f| f.spec.phase == p.phase)
-                        .map(|f| f.totals())
-                        .unwrap_or_default();
+                    let (writes_ok, writes_failed, first_error) =
+                        facts.floods.get(&p.phase).cloned().unwrap_or_default();
                     let target = match p.target {
                         CacheTarget::LimiterServer => "the limiter's own server",
                         CacheTarget::CacheServer => "the separate cache server",
@@ -120,14 +120,11 @@ fn faults(config: &RunConfig, state: &RunState, index: &HistoryIndex) -> Vec<Fau
                         "memory-pressure: {} cache write(s) of {} bytes ({ttl}) per request of phase `{}`, to {target}",
                         p.writes_per_request, p.value_bytes, p.phase
                     );
-                    let mut outcome = format!(
-                        "wrote {} cache entries, {} failed",
-                        flood.writes_ok, flood.writes_failed
-                    );
-                    if let Some(e) = flood.first_error {
+                    let mut outcome = format!("wrote {writes_ok} cache entries, {writes_failed} failed");
+                    if let Some(e) = first_error {
                         outcome.push_str(&format!(" (first error: {e})"));
                     }
-                    (spec, outcome, flood.writes_ok)
+                    (spec, outcome, writes_ok)
                 }
             };
             FaultSummary {
@@ -185,8 +182,7 @@ fn command_spec(c: &CommandFault) -> String {
     gap_spec(c.action.kind().name(), &gap).replacen(": ", &format!(": {what}{on}, "), 1)
 }
 
-fn gap_outcome(config: &RunConfig, index: &HistoryIndex, fault: usize, gap: &GapFault, fired: u64) -> String {
-    let limiter = &config.limiter;
+fn gap_outcome(limiter: &LimiterFacts, index: &HistoryIndex, fault: usize, gap: &GapFault, fired: u64) -> String {
     if fired > 0 {
         let first = index
             .faults
@@ -196,10 +192,10 @@ fn gap_outcome(config: &RunConfig, index: &HistoryIndex, fault: usize, gap: &Gap
             .unwrap_or_default();
         return format!("struck {fired} time(s); first: {first}");
     }
-    if limiter.round_trips_max() <= 1 {
+    if limiter.round_trips_max <= 1 {
         return format!(
             "never struck: `{}` makes one round trip per request, so there is no gap between round trips to fault",
-            limiter.name()
+            limiter.name
         );
     }
     let mut which = String::from("no request");
@@ -217,13 +213,7 @@ fn gap_outcome(config: &RunConfig, index: &HistoryIndex, fault: usize, gap: &Gap
     format!("never struck: {which} made a round trip{command} after an earlier round trip")
 }
 
-fn observed(
-    state: &RunState,
-    index: &HistoryIndex,
-    invariants: &[CheckResult],
-    servers: Vec<String>,
-    wall_ms: u64,
-) -> Observed {
+fn observed(facts: &RunFacts, limiter: &LimiterFacts, index: &HistoryIndex, invariants: &[CheckResult]) -> Observed {
     let mut counts = Counts::default();
     for r in &index.requests {
         counts.requests += 1;
@@ -241,18 +231,19 @@ fn observed(
         }
     }
     let (ok, failed) = index.cache_writes;
+    let (evicted, expired) = facts.evicted_expired(ServerRole::Limiter).unwrap_or_default();
     Observed {
-        wall_ms,
+        wall_ms: facts.wall_ms,
         counts,
         samples: index.samples.len(),
         keyspace_events: index.keyspace.values().map(Vec::len).sum(),
-        limiter_server_evicted_keys: state.limiter_evicted,
-        limiter_server_expired_keys: state.limiter_expired,
-        cache_server_evicted_keys: state.cache_evicted,
+        limiter_server_evicted_keys: evicted,
+        limiter_server_expired_keys: expired,
+        cache_server_evicted_keys: facts.evicted_expired(ServerRole::Cache).map(|(e, _)| e),
         cache_writes_ok: ok,
         cache_writes_failed: failed,
-        servers,
-        proxy: state.proxy.clone(),
+        servers: facts.servers.values().map(|s| s.at.clone()).collect(),
+        proxy: limiter.proxy.clone(),
         wire: wire_traces(index, invariants),
     }
 }

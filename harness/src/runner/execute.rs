@@ -13,10 +13,9 @@ use super::driver::Driver;
 use super::keys::{plant, resolve_layout};
 use super::progress::Progress;
 use super::setup::{Servers, configure, connect, restore, unlink};
-use crate::checker::TtlBound;
 use crate::clock::RunClock;
 use crate::error::SetupError;
-use crate::history::{Event, HistoryIndex, Problem, Recorder, ServerRole};
+use crate::history::{Event, HistoryIndex, Recorder, ServerRole};
 use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, LimiterEnv};
 use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults};
@@ -31,21 +30,11 @@ use crate::workload::{Schedule, plan};
 /// How long to keep listening for keyspace notifications after the last request.
 const TRAILING_EVENTS: Duration = Duration::from_millis(100);
 
-/// What the run learned along the way, for the report (filled in as it goes, so an
-/// interrupted run still has what it got to).
+/// What the run needs to clean up after itself, filled in as it goes (so an interrupted
+/// run still has what it got to). Everything the report says comes from the history.
 #[derive(Default)]
 pub struct RunState {
-    pub server_version: Option<String>,
-    pub cache_server_version: Option<String>,
-    pub settings: Vec<String>,
-    pub nemesis: Option<Arc<Nemesis>>,
     pub floods: Vec<Arc<CacheFlood>>,
-    pub limiter_evicted: u64,
-    pub limiter_expired: u64,
-    pub cache_evicted: Option<u64>,
-    pub problems: Vec<String>,
-    /// How the limiter's traffic reached the server, when through the fault proxy.
-    pub proxy: Option<String>,
     /// Set once the run has written to a server it did not start (its URL).
     pub leave_as_found: Option<String>,
     /// Settings the run replaced, with their old values, to restore on such a server.
@@ -53,16 +42,10 @@ pub struct RunState {
     /// The limiter instance driven, when it is not the configured one (an adapter process,
     /// whose hello may name it and declare its algorithm and keys).
     pub limiter: Option<Arc<dyn Limiter>>,
-    /// The keys the run took for the limiter's, once decided; and why, when the scenario
-    /// overrode what the limiter declared.
+    /// The keys the run took for the limiter's, once decided.
     pub layout: Option<KeyLayout>,
-    pub layout_note: Option<String>,
-    /// How long the limiter's keys may live, once decided.
-    pub ttl: Option<TtlBound>,
     /// The run's id (its owner's pid first), which names what it leaves on disk.
     pub run_id: String,
-    /// How many requests the schedule holds, once planned.
-    pub requests_scheduled: Option<u64>,
 }
 
 /// A background task that is aborted if the run is dropped (interrupted).
@@ -111,41 +94,48 @@ pub async fn execute(
     };
     let info = server_info(&mut admin).await.map_err(connect_err)?;
     check_version(config, &info.version, info.major_minor)?;
-    state.server_version = Some(info.version.clone());
 
     // The limiter starts first: an adapter's hello may describe its keys, which everything
     // after (the proxy, the observer, the setup, the checks) needs.
     let nemesis = Arc::new(Nemesis::new(scenario, connect(&url).await?, recorder.clone(), clock));
-    state.nemesis = Some(Arc::clone(&nemesis));
     let link = start_limiter(config, &url, &nemesis, recorder, clock, state).await?;
-    let layout = decide_keys(config, &link, state);
+    let layout = decide_keys(config, &link, recorder, clock, state);
 
-    let events_on = prepare_server(config, &mut admin, &url, &layout, state).await?;
-    announce(config, &link, &info.version, &layout, events_on, recorder, clock, state);
+    let (events_on, settings) = prepare_server(config, &mut admin, &url, &layout, recorder, clock, state).await?;
+    recorder.record(Event::Server {
+        t_us: clock.now_us(),
+        server: ServerRole::Limiter,
+        version: info.version.clone(),
+        settings,
+        at: servers.limiter.describe(),
+    });
+    if !events_on {
+        let detail = "keyspace notifications are off on this server (notify-keyspace-events lacks Kgxe) and --allow-reconfigure was not given: expirations and evictions cannot be seen";
+        note(recorder, clock, "keyspace", detail);
+    }
     let mut cache_conn = match &servers.cache {
-        Some(cache) => Some(configure_cache(config, cache.url(), state).await?),
+        Some(cache) => Some(configure_cache(config, cache.as_ref(), recorder, clock).await?),
         None => None,
     };
     prepare_state(config, &link, &layout, &mut admin, recorder, clock).await?;
-    let start_stats = read_stats(&mut admin, ServerRole::Limiter, clock.now_us())
-        .await
-        .map_err(connect_err)?;
-    recorder.record(start_stats.clone());
-    let cache_start = match cache_conn.as_mut() {
-        Some(conn) => Some(
+    // The servers' INFO counters before traffic (the report takes the difference to the end).
+    recorder.record(
+        read_stats(&mut admin, ServerRole::Limiter, clock.now_us())
+            .await
+            .map_err(connect_err)?,
+    );
+    if let Some(conn) = cache_conn.as_mut() {
+        recorder.record(
             read_stats(conn, ServerRole::Cache, clock.now_us())
                 .await
                 .map_err(connect_err)?,
-        ),
-        None => None,
-    };
+        );
+    }
 
     let stop = CancellationToken::new();
-    let (keyspace, sampler, sample_now) =
-        observe(config, &url, &layout, events_on, recorder, clock, &stop, state).await?;
+    let (keyspace, sampler, sample_now) = observe(config, &url, &layout, events_on, recorder, clock, &stop).await?;
     let floods = make_floods(config, &url, servers, state).await?;
     let schedule = plan(&config.scenario, config.seed);
-    state.requests_scheduled = Some(schedule.total_requests());
     let traffic = Traffic {
         schedule,
         nemesis,
@@ -167,46 +157,8 @@ pub async fn execute(
     for flood in &state.floods {
         recorder.record(flood.event(clock.now_us()));
     }
-    finish_stats(
-        &mut admin,
-        cache_conn.as_mut(),
-        &start_stats,
-        cache_start.as_ref(),
-        recorder,
-        clock,
-        state,
-    )
-    .await;
+    finish_stats(&mut admin, cache_conn.as_mut(), recorder, clock).await;
     Ok(())
-}
-
-/// The run's header in the history, and the problem of a server that keeps its keyspace
-/// events to itself.
-#[allow(clippy::too_many_arguments)]
-fn announce(
-    config: &RunConfig,
-    link: &Link,
-    server_version: &str,
-    layout: &KeyLayout,
-    events_on: bool,
-    recorder: &Recorder,
-    clock: RunClock,
-    state: &mut RunState,
-) {
-    recorder.record(Event::Run {
-        scenario: config.scenario.name.clone(),
-        limiter: link.limiter.name().to_owned(),
-        seed: config.seed,
-        backend: config.backend.name().to_owned(),
-        server_version: server_version.to_owned(),
-        keys: layout.texts(),
-        keys_from: layout.source.to_string(),
-    });
-    if !events_on {
-        let detail = "keyspace notifications are off on this server (notify-keyspace-events lacks Kgxe) and --allow-reconfigure was not given: expirations and evictions cannot be seen";
-        problem(recorder, clock, "keyspace", detail, false);
-        state.problems.push(detail.into());
-    }
 }
 
 /// The limiter's own preparation (loading a script, say), then the scenario's planted state.
@@ -239,12 +191,32 @@ async fn prepare_state(
 }
 
 fn problem(recorder: &Recorder, clock: RunClock, source: &str, detail: &str, fatal: bool) {
-    recorder.record(Event::Problem {
+    recorder.record(problem_event(clock, source, detail, fatal));
+}
+
+/// A problem the report lists for a reviewer, though the run can still be judged.
+fn note(recorder: &Recorder, clock: RunClock, source: &str, detail: &str) {
+    recorder.record(note_event(clock, source, detail));
+}
+
+fn problem_event(clock: RunClock, source: &str, detail: &str, fatal: bool) -> Event {
+    Event::Problem {
         t_us: clock.now_us(),
         source: source.into(),
         detail: detail.into(),
         fatal,
-    });
+        noted: fatal,
+    }
+}
+
+fn note_event(clock: RunClock, source: &str, detail: &str) -> Event {
+    Event::Problem {
+        t_us: clock.now_us(),
+        source: source.into(),
+        detail: detail.into(),
+        fatal: false,
+        noted: true,
+    }
 }
 
 /// Start the fault proxy when the limiter or the faults need it, then the limiter (an
@@ -269,10 +241,6 @@ async fn start_limiter(
             backend: "fault proxy".into(),
             reason: e.to_string(),
         })?;
-        state.proxy = Some(format!(
-            "the limiter's traffic went through the fault proxy at {} (faults at command boundaries; wire log in the history)",
-            proxy.addr()
-        ));
         (Some(proxy), Some(inflight))
     } else {
         (None, None)
@@ -299,34 +267,47 @@ async fn start_limiter(
     })
 }
 
-/// The run's key layout and TTL bound, now that the limiter has said what it declares; the
-/// proxy attributes commands by it from here on.
-fn decide_keys(config: &RunConfig, link: &Link, state: &mut RunState) -> KeyLayout {
-    let limit = &config.scenario.limit;
-    let (layout, note) = resolve_layout(limit, link.limiter.as_ref());
+/// The run's key layout, now that the limiter has said what it declares: the proxy
+/// attributes commands by it from here on, and the history records it with the limiter.
+fn decide_keys(
+    config: &RunConfig,
+    link: &Link,
+    recorder: &Recorder,
+    clock: RunClock,
+    state: &mut RunState,
+) -> KeyLayout {
+    let (layout, note) = resolve_layout(&config.scenario.limit, link.limiter.as_ref());
     if let Some(inflight) = &link.inflight {
         inflight.set_layout(layout.clone());
     }
-    state.ttl = Some(TtlBound::resolve(
-        limit,
-        &config.scenario.check,
-        link.limiter.algorithm(),
-        link.limiter.ttl_max_windows(),
+    let proxy = link.proxy.as_ref().map(|proxy| {
+        format!(
+            "the limiter's traffic went through the fault proxy at {} (faults at command boundaries; wire log in the history)",
+            proxy.addr()
+        )
+    });
+    recorder.record(super::limiter_event(
+        link.limiter.as_ref(),
+        (layout.clone(), note),
+        proxy,
+        clock,
     ));
     state.layout = Some(layout.clone());
-    state.layout_note = note;
     layout
 }
 
 /// On a server the harness did not start, refuse one that already holds the limiter's keys;
-/// configure the server when the run may. Returns whether keyspace notifications are on.
+/// configure the server when the run may. Returns whether keyspace notifications are on,
+/// and the settings applied.
 async fn prepare_server(
     config: &RunConfig,
     admin: &mut MultiplexedConnection,
     url: &str,
     layout: &KeyLayout,
+    recorder: &Recorder,
+    clock: RunClock,
     state: &mut RunState,
-) -> Result<bool, SetupError> {
+) -> Result<(bool, Vec<String>), SetupError> {
     let owned = config.backend.owns_servers();
     if !owned {
         refuse_existing_keys(admin, url, layout).await?;
@@ -337,9 +318,9 @@ async fn prepare_server(
     let may_configure = owned || config.allow_reconfigure;
     let events_on = may_configure || keyspace_events_enabled(admin).await.unwrap_or(false);
     if !owned && may_configure {
-        warn_server_wide(&config.scenario.server, state);
+        warn_server_wide(&config.scenario.server, recorder, clock);
     }
-    state.settings = if may_configure {
+    let settings = if may_configure {
         let run_id = state.run_id.clone();
         // The values replaced on a server the harness did not start are saved before each
         // change: if the run is killed, `clean` puts them back.
@@ -366,12 +347,12 @@ async fn prepare_server(
     } else {
         Vec::new()
     };
-    Ok(events_on)
+    Ok((events_on, settings))
 }
 
 /// `maxmemory` and its policy are the whole server's, not the database's: on a server the
 /// harness did not start they may evict keys that have nothing to do with the run.
-fn warn_server_wide(server: &crate::scenario::ServerConfig, state: &mut RunState) {
+fn warn_server_wide(server: &crate::scenario::ServerConfig, recorder: &Recorder, clock: RunClock) {
     let wide: Vec<&str> = server
         .settings
         .keys()
@@ -386,7 +367,7 @@ fn warn_server_wide(server: &crate::scenario::ServerConfig, state: &mut RunState
         wide.join(", ")
     );
     eprintln!("warning: {warning}");
-    state.problems.push(warning);
+    note(recorder, clock, "reconfigure", &warning);
 }
 
 /// Keyspace notifications (when on) and the periodic sampler, for the layout's keys.
@@ -399,15 +380,13 @@ async fn observe(
     recorder: &Recorder,
     clock: RunClock,
     stop: &CancellationToken,
-    state: &mut RunState,
 ) -> Result<(Background, Background, SampleNow), SetupError> {
     let keyspace = if events_on {
         match subscribe_keyspace(url, layout.clone(), recorder.clone(), clock, stop.clone()).await {
             Ok(handle) => Background(Some(handle)),
             Err(e) => {
                 let detail = format!("could not subscribe to keyspace notifications: {e}");
-                problem(recorder, clock, "keyspace", &detail, false);
-                state.problems.push(detail);
+                note(recorder, clock, "keyspace", &detail);
                 Background(None)
             }
         }
@@ -485,9 +464,11 @@ async fn refuse_existing_keys(
 
 async fn configure_cache(
     config: &RunConfig,
-    url: &str,
-    state: &mut RunState,
+    cache: &dyn crate::backend::ServerHandle,
+    recorder: &Recorder,
+    clock: RunClock,
 ) -> Result<MultiplexedConnection, SetupError> {
+    let url = cache.url();
     let mut conn = connect(url).await?;
     let cache_config = config.scenario.cache_server.clone().unwrap_or_default();
     let settings = configure(&mut conn, &cache_config, false, &mut Vec::new(), &|_| Ok(())).await?;
@@ -495,12 +476,13 @@ async fn configure_cache(
         url: url.to_owned(),
         reason: e.to_string(),
     })?;
-    let settings = if settings.is_empty() {
-        "defaults".to_owned()
-    } else {
-        settings.join(", ")
-    };
-    state.cache_server_version = Some(format!("{} ({settings})", info.version));
+    recorder.record(Event::Server {
+        t_us: clock.now_us(),
+        server: ServerRole::Cache,
+        version: info.version,
+        settings,
+        at: cache.describe(),
+    });
     Ok(conn)
 }
 
@@ -595,40 +577,19 @@ async fn drive(
     Ok(())
 }
 
+/// The servers' `INFO` counters at the end (the report takes the difference to the start).
 async fn finish_stats(
     admin: &mut MultiplexedConnection,
     cache: Option<&mut MultiplexedConnection>,
-    start: &Event,
-    cache_start: Option<&Event>,
     recorder: &Recorder,
     clock: RunClock,
-    state: &mut RunState,
 ) {
     if let Ok(end) = read_stats(admin, ServerRole::Limiter, clock.now_us()).await {
-        if let (
-            Event::Stats {
-                evicted_keys: e0,
-                expired_keys: x0,
-                ..
-            },
-            Event::Stats {
-                evicted_keys: e1,
-                expired_keys: x1,
-                ..
-            },
-        ) = (start, &end)
-        {
-            state.limiter_evicted = e1.saturating_sub(*e0);
-            state.limiter_expired = x1.saturating_sub(*x0);
-        }
         recorder.record(end);
     }
-    if let (Some(conn), Some(Event::Stats { evicted_keys: e0, .. })) = (cache, cache_start)
+    if let Some(conn) = cache
         && let Ok(end) = read_stats(conn, ServerRole::Cache, clock.now_us()).await
     {
-        if let Event::Stats { evicted_keys: e1, .. } = &end {
-            state.cache_evicted = Some(e1.saturating_sub(*e0));
-        }
         recorder.record(end);
     }
 }
@@ -641,54 +602,66 @@ async fn finish_stats(
 /// else, and the run cannot be judged (a fatal problem names them). Called by
 /// [`super::run`] on every way out once the run has written to such a server, after the
 /// history is closed.
-pub async fn leave_server_as_found(url: &str, layout: &KeyLayout, index: &mut HistoryIndex, state: &mut RunState) {
-    let (strangers, unclaimed) = unnamed_keys(layout, index);
-    if !strangers.is_empty() {
-        index.forget_keys(&strangers);
-        index.problems.push(Problem {
-            source: "foreign-keys".into(),
-            detail: format!(
-                "keys of identities the run never used appeared under the limiter's layout during the run: {} — another client writes there; the run cannot tell its keys from theirs (they were left alone)",
-                some_of(&strangers)
-            ),
-            fatal: true,
-        });
-    }
+pub async fn leave_server_as_found(
+    url: &str,
+    layout: &KeyLayout,
+    events: &[Event],
+    state: &mut RunState,
+    clock: RunClock,
+) -> Vec<Event> {
+    let index = HistoryIndex::new(events.to_vec(), layout);
+    let mut after = Vec::new();
+    let mut noted = |detail: String| after.push(note_event(clock, "leave-as-found", &detail));
+    let (strangers, unclaimed) = unnamed_keys(layout, &index);
     if !unclaimed.is_empty() {
-        state.problems.push(format!(
+        noted(format!(
             "left on the server: keys under the layout that no command of the run named (built inside a script, or by a request cut short): {} — delete them if they are the limiter's",
             some_of(&unclaimed)
         ));
     }
     let previous = std::mem::take(&mut state.previous_settings);
-    let mut conn = match connect(url).await {
-        Ok(conn) => conn,
-        Err(e) => {
-            state.problems.push(format!(
-                "could not reconnect to delete the run's keys and restore settings: {e}"
-            ));
-            return;
+    match connect(url).await {
+        Ok(mut conn) => {
+            let admin = &mut conn;
+            let named: Vec<String> = index.by_key.keys().chain(index.planted.keys()).cloned().collect();
+            let mut deleted = unlink(admin, &named).await.map(|_| ());
+            for flood in &state.floods {
+                // Named after the run, generated a batch at a time.
+                let mut names = flood.written_keys().peekable();
+                while deleted.is_ok() && names.peek().is_some() {
+                    let batch: Vec<String> = names.by_ref().take(1000).collect();
+                    deleted = unlink(admin, &batch).await.map(|_| ());
+                }
+            }
+            if let Err(e) = deleted {
+                noted(format!("could not delete the run's keys: {e}"));
+            }
+            let failed = restore(admin, &previous).await;
+            if failed.is_empty() {
+                crate::backend::forget_settings(&state.run_id);
+            }
+            failed.into_iter().for_each(&mut noted);
         }
-    };
-    let admin = &mut conn;
-    let named: Vec<String> = index.by_key.keys().chain(index.planted.keys()).cloned().collect();
-    let mut deleted = unlink(admin, &named).await.map(|_| ());
-    for flood in &state.floods {
-        // Named after the run, generated a batch at a time.
-        let mut names = flood.written_keys().peekable();
-        while deleted.is_ok() && names.peek().is_some() {
-            let batch: Vec<String> = names.by_ref().take(1000).collect();
-            deleted = unlink(admin, &batch).await.map(|_| ());
-        }
+        Err(e) => noted(format!(
+            "could not reconnect to delete the run's keys and restore settings: {e}"
+        )),
     }
-    if let Err(e) = deleted {
-        state.problems.push(format!("could not delete the run's keys: {e}"));
+    if !strangers.is_empty() {
+        after.push(Event::Foreign {
+            t_us: clock.now_us(),
+            keys: strangers.iter().cloned().collect(),
+        });
+        after.push(problem_event(
+            clock,
+            "foreign-keys",
+            &format!(
+                "keys of identities the run never used appeared under the limiter's layout during the run: {} — another client writes there; the run cannot tell its keys from theirs (they were left alone)",
+                some_of(&strangers)
+            ),
+            true,
+        ));
     }
-    let failed = restore(admin, &previous).await;
-    if failed.is_empty() {
-        crate::backend::forget_settings(&state.run_id);
-    }
-    state.problems.extend(failed);
+    after
 }
 
 /// The first few of `keys`, and how many more.

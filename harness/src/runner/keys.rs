@@ -78,6 +78,7 @@ pub async fn plant(
                 source: "setup".into(),
                 detail: why,
                 fatal: true,
+                noted: false,
             });
         };
         let detail = match done {

@@ -5,6 +5,7 @@
 mod assemble;
 mod driver;
 mod execute;
+mod judge;
 mod keys;
 mod progress;
 mod setup;
@@ -12,18 +13,18 @@ mod setup;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use judge::{Judgement, RunFacts, judge_history};
 pub use keys::resolve_layout;
 pub use progress::Progress;
 pub use setup::{RESPONSE_TIMEOUT, connect, restore as restore_settings};
 
 use crate::backend::Backend;
-use crate::checker::{self, CheckInput, TtlBound};
 use crate::clock::RunClock;
 use crate::error::SetupError;
-use crate::history::{Event, HistoryIndex, Recorder};
+use crate::history::{Event, LimiterFacts, Recorder};
 use crate::keys::KeyLayout;
 use crate::limiter::Limiter;
-use crate::report::{KeysSummary, Report, write_report};
+use crate::report::{Report, write_report};
 use crate::scenario::{CacheTarget, Fault, Scenario};
 use crate::signals;
 use execute::RunState;
@@ -85,7 +86,7 @@ pub struct RunOutcome {
 }
 
 /// Run the scenario. Setup problems are errors; everything the limiter does, good or bad,
-/// is in the returned report.
+/// is in the returned report — judged from the run's history alone ([`judge_history`]).
 pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     // Long: every way out (done, error, signal, deadline) goes through one clean-up, kept in one place.
     refuse_disruption(&config)?;
@@ -95,7 +96,15 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     let clock = RunClock::start();
     let run_id = format!("{}-{}", std::process::id(), clock_id());
     let _lock = lock_report_dir(&config.report_dir)?;
-    let (recorder, history) = Recorder::to_file(&config.report_dir.join("history.jsonl"))?;
+    let history_path = config.report_dir.join("history.jsonl");
+    let (recorder, history) = Recorder::to_file(&history_path)?;
+    recorder.record(header(&config));
+    recorder.record(limiter_event(
+        config.limiter.as_ref(),
+        resolve_layout(&config.scenario.limit, config.limiter.as_ref()),
+        None,
+        clock,
+    ));
     if signals::interrupted() {
         return Err(SetupError::Interrupted);
     }
@@ -112,6 +121,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
                 source: "interrupt".into(),
                 detail: "the run was interrupted by a signal; the history holds what happened until then".into(),
                 fatal: true,
+                noted: true,
             });
             Ok(())
         }
@@ -125,6 +135,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
                     config.scenario.deadline().as_secs_f64()
                 ),
                 fatal: true,
+                noted: true,
             });
             Ok(())
         }
@@ -133,76 +144,103 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     if let Some(limiter) = &state.limiter {
         limiter.stop().await;
     }
-    let (layout, ttl) = keys_decided(&config, &state);
-    let wall_ms = clock.now_us() / 1000;
     drop(recorder);
-    let (events, history_error) = history.finish();
-    let mut index = HistoryIndex::new(events, &layout);
+    let (mut events, mut history_error) = history.finish();
     // A server the harness did not start is left as found, on every way out too: the keys
-    // the history says the run created are deleted by name.
+    // the history says the run created are deleted by name. What that finds is recorded.
     if let Some(url) = state.leave_as_found.take() {
-        execute::leave_server_as_found(&url, &layout, &mut index, &mut state).await;
+        let layout = state
+            .layout
+            .clone()
+            .unwrap_or_else(|| resolve_layout(&config.scenario.limit, config.limiter.as_ref()).0);
+        let after = execute::leave_server_as_found(&url, &layout, &events, &mut state, clock).await;
+        if let Err(e) = crate::history::append_history(&history_path, &after) {
+            history_error.get_or_insert(e);
+        }
+        events.extend(after);
     }
-    let servers_described = servers.describe();
     let leftovers = servers.stop().await;
     executed?;
-    let judged = Judged {
-        layout: &layout,
-        ttl,
-        servers: servers_described,
-        wall_ms,
-    };
-    let report = judge(&config, &state, &index, judged);
-    write_report(&report, &config.report_dir)?;
+    let judged = judge_history(events).map_err(|e| SetupError::BadHistory {
+        path: history_path.clone(),
+        reason: e,
+    })?;
+    write_report(&judged.report, &config.report_dir)?;
     Ok(RunOutcome {
-        report,
+        report: judged.report,
         report_dir: config.report_dir,
         leftovers,
         history_error,
     })
 }
 
-/// The key layout and TTL bound of the run. They are decided once the limiter has started;
-/// a run cut short before that takes what the scenario and the configured limiter say.
-fn keys_decided(config: &RunConfig, state: &RunState) -> (KeyLayout, TtlBound) {
-    let limiter = state.limiter.as_ref().unwrap_or(&config.limiter);
-    let layout = state
-        .layout
-        .clone()
-        .unwrap_or_else(|| resolve_layout(&config.scenario.limit, limiter.as_ref()).0);
-    let ttl = state.ttl.clone().unwrap_or_else(|| {
-        TtlBound::resolve(
-            &config.scenario.limit,
-            &config.scenario.check,
-            limiter.algorithm(),
-            limiter.ttl_max_windows(),
+/// Judge a saved run again from its `history.jsonl` and rewrite its report (`limiter-harness
+/// check RUN_DIR`): the checkers of this build on the history as recorded. `dir` is the run's
+/// directory (or the history file itself, whose directory gets the report).
+pub fn recheck(dir: &std::path::Path) -> Result<Judgement, SetupError> {
+    let (dir, history_path) = if dir.is_file() {
+        (
+            dir.parent().unwrap_or(std::path::Path::new(".")).to_owned(),
+            dir.to_owned(),
         )
-    });
-    (layout, ttl)
+    } else {
+        (dir.to_owned(), dir.join("history.jsonl"))
+    };
+    if !history_path.is_file() {
+        return Err(SetupError::BadHistory {
+            path: dir,
+            reason: "it holds no history.jsonl".into(),
+        });
+    }
+    let _lock = lock_report_dir(&dir)?;
+    let events = crate::history::read_history(&history_path)?;
+    let judged = judge_history(events).map_err(|reason| SetupError::BadHistory {
+        path: history_path,
+        reason,
+    })?;
+    write_report(&judged.report, &dir)?;
+    Ok(judged)
 }
 
-/// What the report needs besides the configuration, the state and the history.
-struct Judged<'a> {
-    layout: &'a KeyLayout,
-    ttl: TtlBound,
-    servers: Vec<String>,
-    wall_ms: u64,
+/// The history's first line: what ran, with the scenario's text, so the history alone
+/// rebuilds the run's scenario.
+fn header(config: &RunConfig) -> Event {
+    let scenario = &config.scenario;
+    Event::Run {
+        scenario: scenario.name.clone(),
+        limiter: config.limiter.name().to_owned(),
+        seed: config.seed,
+        backend: config.backend.name().to_owned(),
+        reproduce: config.reproduce.clone(),
+        scenario_file: scenario.source.display().to_string(),
+        scenario_text: scenario.text.clone(),
+        shipped: scenario.shipped,
+        adjust: scenario.adjusted.clone(),
+    }
 }
 
-/// Check the history against the scenario's invariants and put the report together.
-fn judge(config: &RunConfig, state: &RunState, index: &HistoryIndex, judged: Judged<'_>) -> Report {
-    let limiter = state.limiter.as_ref().unwrap_or(&config.limiter);
-    let results = checker::check(&CheckInput {
-        limit: &config.scenario.limit,
-        config: &config.scenario.check,
-        algorithm: limiter.algorithm(),
-        layout: judged.layout,
-        ttl: &judged.ttl,
-        history: index,
-    });
-    let unseen = (!index.saw_limiter_keys()).then(|| checker::layout_hint(judged.layout, &index.foreign_keys()));
-    let keys = KeysSummary::new(judged.layout, state.layout_note.clone(), judged.ttl, unseen);
-    assemble::report(config, state, index, results, keys, judged.servers, judged.wall_ms)
+/// The limiter as the run takes it, with its keys (`layout`, and the note saying why they
+/// are not the ones it declared) and how its traffic reaches the server.
+pub(crate) fn limiter_event(
+    limiter: &dyn Limiter,
+    (layout, keys_note): (KeyLayout, Option<String>),
+    proxy: Option<String>,
+    clock: RunClock,
+) -> Event {
+    Event::Limiter {
+        t_us: clock.now_us(),
+        limiter: LimiterFacts {
+            name: limiter.name().to_owned(),
+            algorithm: limiter.algorithm(),
+            round_trips_max: limiter.round_trips_max(),
+            commands: limiter.commands().to_owned(),
+            ttl_max_windows: limiter.ttl_max_windows(),
+            keys: layout.texts(),
+            keys_from: layout.source,
+            keys_note,
+            proxy,
+        },
+    }
 }
 
 /// A scenario that reconfigures or floods its server may only run against a server the

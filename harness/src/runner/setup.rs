@@ -61,13 +61,6 @@ impl Servers {
         }
     }
 
-    pub fn describe(&self) -> Vec<String> {
-        std::iter::once(&self.limiter)
-            .chain(self.cache.iter())
-            .map(|s| s.describe())
-            .collect()
-    }
-
     /// Stop every server; returns the ones that could not be stopped.
     pub async fn stop(self) -> Vec<String> {
         let mut failed = Vec::new();

@@ -1,12 +1,14 @@
 //! Scenario files: parse ([`file::ScenarioFile`], mirrors the TOML) then resolve
 //! ([`Scenario`], validated, what the runner sees). Every error carries file:line:column.
 
+mod adjust;
 mod error;
 pub mod file;
 mod load;
 mod model;
 mod resolve;
 
+pub use adjust::Adjust;
 pub use error::ScenarioError;
 pub use load::{
     LOCAL_SCENARIO_DIR, ScenarioRef, export_catalog, find_scenario, list_scenarios, load_scenario, open_scenario,

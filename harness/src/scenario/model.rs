@@ -20,6 +20,13 @@ pub struct Scenario {
     /// Loaded from the catalog embedded in the binary (then `source` is only a label).
     #[serde(skip)]
     pub shipped: bool,
+    /// The scenario file's text, as parsed: a run records it, so its history alone
+    /// rebuilds the scenario (`limiter-harness check`).
+    #[serde(skip)]
+    pub text: String,
+    /// What the command line changed (`--keys`, `--window-ms`), already applied.
+    #[serde(skip)]
+    pub adjusted: super::Adjust,
     pub server: ServerConfig,
     /// A second server for the cache, when the scenario separates cache and counters.
     pub cache_server: Option<ServerConfig>,
@@ -150,6 +157,7 @@ impl Scenario {
             self.limit.identities,
             crate::keys::LayoutSource::CommandLine,
         )?);
+        self.adjusted.keys = templates.to_vec();
         Ok(())
     }
 
@@ -213,6 +221,7 @@ impl Scenario {
                 too_long.join("; ")
             ));
         }
+        scaled.adjusted.window_ms = Some(window_ms);
         *self = scaled;
         Ok(())
     }

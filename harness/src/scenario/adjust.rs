@@ -1,0 +1,55 @@
+//! What a run may change in its scenario without editing the file (`--keys`, `--window-ms`):
+//! applied once to the loaded scenario, kept on it, recorded in the history and repeated in
+//! the reproduce line, so that the same scenario can be rebuilt from a history.
+
+use serde::{Deserialize, Serialize};
+
+use super::Scenario;
+
+/// The changes a run made to its scenario, as given on the command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Adjust {
+    /// `--keys`: the limiter's key templates, overriding the file's and the limiter's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
+    /// `--window-ms`: run with this window, every duration and rate scaled with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_ms: Option<u64>,
+}
+
+impl Adjust {
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.window_ms.is_none()
+    }
+
+    /// The command-line flags that make these changes, each quoted for a shell, with a
+    /// leading space (empty when there are none).
+    pub fn flags(&self) -> String {
+        let mut flags = String::new();
+        for key in &self.keys {
+            flags.push_str(&format!(" --keys {}", crate::shell::quote(key)));
+        }
+        if let Some(window_ms) = self.window_ms {
+            flags.push_str(&format!(" --window-ms {window_ms}"));
+        }
+        flags
+    }
+}
+
+impl Scenario {
+    /// Apply `adjust` (after any made before: they add up). The error names the flag at
+    /// fault. [`Scenario::override_keys`] and [`Scenario::rescale_window`] remember what they
+    /// changed in `adjusted`, however they are called.
+    pub fn adjust(&mut self, adjust: &Adjust) -> Result<(), String> {
+        if !adjust.keys.is_empty() {
+            self.override_keys(&adjust.keys).map_err(|e| format!("--keys: {e}"))?;
+            self.adjusted.keys.clone_from(&adjust.keys);
+        }
+        if let Some(window_ms) = adjust.window_ms {
+            self.rescale_window(window_ms)
+                .map_err(|e| format!("--window-ms: {e}"))?;
+            self.adjusted.window_ms = Some(window_ms);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,63 @@
+//! The suite file as written (`limiter-harness.toml`): serde mirrors of the TOML, no
+//! validation and no I/O. Values that [`super::resolve`] checks keep their spans.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::backend::BackendChoice;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteFile {
+    #[serde(default)]
+    pub suite: Option<Spanned<SuiteSection>>,
+    #[serde(default)]
+    pub server: Option<ServerSection>,
+    #[serde(rename = "limiter", default)]
+    pub limiters: Vec<Spanned<LimiterEntry>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteSection {
+    pub name: Option<String>,
+    /// Shipped scenario names and globs over names, scenario files, globs of files, directories.
+    pub scenarios: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Names or globs over names to leave out.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    pub baseline: Option<Spanned<String>>,
+    pub report_dir: Option<Spanned<String>>,
+    /// A reviewed verdict table kept with the baseline (compared and rewritten like it).
+    pub table: Option<Spanned<String>>,
+    pub jobs: Option<Spanned<usize>>,
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub backend: Option<BackendChoice>,
+    pub url: Option<String>,
+    pub redis_server: Option<String>,
+    pub image: Option<String>,
+    #[serde(default)]
+    pub via_proxy: bool,
+    #[serde(default)]
+    pub allow_reconfigure: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimiterEntry {
+    /// A short name: the cell's column and its baseline file (default: `spec` when that is a
+    /// built-in's name).
+    pub name: Option<Spanned<String>>,
+    /// Any `--limiter` spec: a built-in, `lua:PATH`, `exec:COMMAND`.
+    pub spec: Spanned<String>,
+    /// The limiter's keys (`--keys`), when it does not declare them itself.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// Run every scenario with this window (`--window-ms`): for whole-second limiters.
+    pub window_ms: Option<Spanned<u64>>,
+}

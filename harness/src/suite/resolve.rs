@@ -1,0 +1,272 @@
+//! The suite as `ci` runs it: the file validated, its paths made relative to its directory,
+//! its scenarios found and loaded. Errors point at file:line:column.
+
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+
+use super::file::{LimiterEntry, ServerSection, SuiteFile, SuiteSection};
+use crate::backend::BackendChoice;
+use crate::error::SetupError;
+use crate::limiter::BUILTIN_NAMES;
+use crate::matrix::glob_match;
+use crate::scenario::{Adjust, Scenario, ScenarioError, ScenarioRef, load_scenario, shipped_names, toml_files};
+
+/// The suite file's name, looked for in the current directory and its ancestors.
+pub const SUITE_FILE: &str = "limiter-harness.toml";
+/// Where the reviewed baseline goes unless the suite says otherwise (relative to the suite).
+pub const DEFAULT_BASELINE: &str = "limiter-harness/baseline";
+
+/// A validated suite. Paths are relative to [`Suite::dir`], where `ci` runs.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    pub path: PathBuf,
+    /// The suite file's directory.
+    pub dir: PathBuf,
+    pub name: String,
+    pub limiters: Vec<SuiteLimiter>,
+    /// The scenarios as the suite names them, in the order they were named.
+    pub scenarios: Vec<ScenarioRef>,
+    pub baseline: PathBuf,
+    pub report_dir: PathBuf,
+    pub table: Option<PathBuf>,
+    pub jobs: usize,
+    pub seed: Option<u64>,
+    pub server: SuiteServer,
+}
+
+/// One limiter of the suite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuiteLimiter {
+    /// The short name: the cell's column and its baseline file's name.
+    pub name: String,
+    /// Any `--limiter` spec.
+    pub spec: String,
+    pub adjust: Adjust,
+}
+
+/// Where the suite's servers run.
+#[derive(Debug, Clone)]
+pub struct SuiteServer {
+    pub backend: BackendChoice,
+    pub url: Option<String>,
+    pub redis_server: PathBuf,
+    pub image: Option<String>,
+    pub via_proxy: bool,
+    pub allow_reconfigure: bool,
+}
+
+/// The suite file for the current directory: `limiter-harness.toml` here or in the nearest
+/// ancestor that has one (as cargo finds `Cargo.toml`).
+pub fn discover_suite(from: &Path) -> Option<PathBuf> {
+    from.ancestors().map(|d| d.join(SUITE_FILE)).find(|p| p.is_file())
+}
+
+/// Read and validate the suite file at `path`.
+pub fn load_suite(path: &Path) -> Result<Suite, SetupError> {
+    let text = std::fs::read_to_string(path).map_err(|e| SetupError::io("cannot read suite", path, e))?;
+    Ok(parse_suite(path, &text)?)
+}
+
+/// Parse and validate a suite from its text (`path` names it in errors and anchors its paths).
+pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, ScenarioError> {
+    let file: SuiteFile = toml::from_str(text).map_err(|e| {
+        ScenarioError::at(path, text, e.span(), e.message().trim())
+            .with_help("the suite's fields are listed in `limiter-harness init`'s starter file and the README (\"Your limiter in CI\")")
+    })?;
+    let at = |span: std::ops::Range<usize>, message: String| ScenarioError::at(path, text, Some(span), message);
+    let dir = path.parent().map(Path::to_owned).unwrap_or_default();
+    let section = file.suite.as_ref().map(|s| s.get_ref());
+    let default_section = SuiteSection::default();
+    let section = section.unwrap_or(&default_section);
+    if file.limiters.is_empty() {
+        return Err(at(0..0, "the suite names no limiter".into()).with_help(
+            "add a [[limiter]] table with `name` and `spec` (any --limiter spec: a built-in, lua:PATH, exec:COMMAND)",
+        ));
+    }
+    let mut limiters: Vec<SuiteLimiter> = Vec::new();
+    for entry in &file.limiters {
+        let limiter = limiter(entry, &at)?;
+        if let Some(twin) = limiters.iter().find(|l| l.name == limiter.name) {
+            return Err(at(entry.span(), format!("two limiters are named `{}`", twin.name))
+                .with_help("give each [[limiter]] a `name` of its own: it names the cells and their baseline files"));
+        }
+        limiters.push(limiter);
+    }
+    let jobs = match &section.jobs {
+        Some(j) if *j.get_ref() == 0 || *j.get_ref() > 64 => {
+            return Err(at(j.span(), format!("jobs = {}: between 1 and 64", j.get_ref())));
+        }
+        Some(j) => *j.get_ref(),
+        None => 4,
+    };
+    let relative = |value: &Option<Spanned<String>>, default: &str| -> PathBuf {
+        PathBuf::from(value.as_ref().map_or(default, |v| v.get_ref().as_str()))
+    };
+    let server = server(file.server.as_ref());
+    let scenarios = scenarios(section, &dir, &at)?;
+    Ok(Suite {
+        path: path.to_owned(),
+        name: section.name.clone().unwrap_or_else(|| {
+            std::fs::canonicalize(&dir)
+                .ok()
+                .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| "suite".into())
+        }),
+        dir,
+        limiters,
+        scenarios,
+        baseline: relative(&section.baseline, DEFAULT_BASELINE),
+        report_dir: relative(&section.report_dir, ".limiter-harness/reports"),
+        table: section.table.as_ref().map(|t| PathBuf::from(t.get_ref())),
+        jobs,
+        seed: section.seed,
+        server,
+    })
+}
+
+type At<'a> = dyn Fn(std::ops::Range<usize>, String) -> ScenarioError + 'a;
+
+fn limiter(entry: &Spanned<LimiterEntry>, at: &At<'_>) -> Result<SuiteLimiter, ScenarioError> {
+    let e = entry.get_ref();
+    let spec = e.spec.get_ref().trim().to_owned();
+    if spec.is_empty() {
+        return Err(at(e.spec.span(), "an empty limiter spec".into()));
+    }
+    let name = match &e.name {
+        Some(n) => {
+            let name = n.get_ref();
+            let ok = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !ok {
+                return Err(at(
+                    n.span(),
+                    format!("limiter name `{name}`: use letters, digits, `-`, `_` or `.` (at most 64)"),
+                )
+                .with_help("the name names the cells and their baseline files, e.g. `api-limiter`"));
+            }
+            name.clone()
+        }
+        None if BUILTIN_NAMES.contains(&spec.as_str()) => spec.clone(),
+        None => {
+            return Err(at(entry.span(), format!("limiter `{spec}` needs a `name`"))
+                .with_help("add `name = \"...\"`: a short name for its cells and baseline files"));
+        }
+    };
+    if let Some(w) = &e.window_ms
+        && !(50..=86_400_000).contains(w.get_ref())
+    {
+        return Err(at(
+            w.span(),
+            format!("window_ms = {}: between 50 and 86400000", w.get_ref()),
+        ));
+    }
+    Ok(SuiteLimiter {
+        name,
+        spec,
+        adjust: Adjust {
+            keys: e.keys.clone(),
+            window_ms: e.window_ms.as_ref().map(|w| *w.get_ref()),
+        },
+    })
+}
+
+fn server(section: Option<&ServerSection>) -> SuiteServer {
+    let default = ServerSection::default();
+    let s = section.unwrap_or(&default);
+    SuiteServer {
+        backend: s.backend.unwrap_or(if s.url.is_some() {
+            BackendChoice::Url
+        } else {
+            BackendChoice::Auto
+        }),
+        url: s.url.clone(),
+        redis_server: PathBuf::from(s.redis_server.as_deref().unwrap_or("redis-server")),
+        image: s.image.clone(),
+        via_proxy: s.via_proxy,
+        allow_reconfigure: s.allow_reconfigure,
+    }
+}
+
+/// The scenarios the suite names, each once, in the order named. An entry with a `/` or
+/// ending in `.toml` is a path (relative to the suite): a file, a directory (its `*.toml`) or
+/// a glob of files; any other entry is a name or a glob over names, found as
+/// `scenarios/NAME.toml` beside the suite first, then in the shipped catalog.
+fn scenarios(section: &SuiteSection, dir: &Path, at: &At<'_>) -> Result<Vec<ScenarioRef>, ScenarioError> {
+    let default = vec![Spanned::new(0..0, "*".to_owned())];
+    let entries: &[Spanned<String>] = section.scenarios.as_ref().map_or(&default, |s| s.get_ref());
+    let mut found: Vec<(String, ScenarioRef)> = Vec::new();
+    for entry in entries {
+        let pattern = entry.get_ref().as_str();
+        let matched = scenario_entry(pattern, dir);
+        if matched.is_empty() {
+            return Err(at(entry.span(), format!("`{pattern}` names no scenario"))
+                .with_help("a shipped name or glob (`limiter-harness list`), a file, a directory of .toml files, or a glob such as `scenarios/*.toml`"));
+        }
+        for (name, r) in matched {
+            if section.exclude.iter().any(|x| glob_match(x, &name)) || found.iter().any(|(n, _)| *n == name) {
+                continue;
+            }
+            found.push((name, r));
+        }
+    }
+    Ok(found.into_iter().map(|(_, r)| r).collect())
+}
+
+fn scenario_entry(pattern: &str, dir: &Path) -> Vec<(String, ScenarioRef)> {
+    let file = |path: PathBuf| {
+        let r = ScenarioRef::File(path);
+        (r.name(), r)
+    };
+    if pattern.contains('/') || pattern.ends_with(".toml") {
+        let path = dir.join(pattern);
+        if path.is_dir() {
+            return toml_files(&path).into_iter().map(file).collect();
+        }
+        if path.is_file() {
+            return vec![file(path)];
+        }
+        // A glob over the files of one directory: `scenarios/*.toml`.
+        let (Some(parent), Some(glob)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+            return Vec::new();
+        };
+        return toml_files(parent)
+            .into_iter()
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| glob_match(glob, n))
+            })
+            .map(file)
+            .collect();
+    }
+    let local: Vec<(String, ScenarioRef)> = toml_files(&dir.join(crate::scenario::LOCAL_SCENARIO_DIR))
+        .into_iter()
+        .map(file)
+        .filter(|(name, _)| glob_match(pattern, name))
+        .collect();
+    let mut all = local;
+    for name in shipped_names() {
+        if glob_match(pattern, name) && !all.iter().any(|(n, _)| n == name) {
+            all.push((name.to_owned(), ScenarioRef::Shipped(name.to_owned())));
+        }
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all
+}
+
+impl Suite {
+    /// Load every scenario the suite names.
+    pub fn load_scenarios(&self) -> Result<Vec<Scenario>, SetupError> {
+        self.scenarios
+            .iter()
+            .map(|r| match r {
+                ScenarioRef::File(path) => load_scenario(path),
+                shipped => shipped.load(),
+            })
+            .collect()
+    }
+}
