@@ -17,7 +17,7 @@ use crate::runner::{self, RunConfig};
 use crate::scenario::{Scenario, list_scenarios, open_scenario};
 
 /// Print to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
-fn say(text: &str) {
+pub(super) fn say(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n"));
 }
