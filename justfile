@@ -27,6 +27,11 @@ demo-eviction: build
 run scenario limiter *flags: build
     {{harness}} run {{scenario}} --limiter {{limiter}} {{flags}}
 
+# Audit a server you run, read-only: just audit redis://auditor:PASSWORD@HOST:6379 'rl:*' [extra flags]
+audit url pattern *flags:
+    cargo build --release -p limiter-harness
+    {{harness}} audit --url '{{url}}' --keys '{{pattern}}' {{flags}}
+
 # Every scenario × every limiter: the verdict table (exit 0 when every cell is as its scenario expects).
 matrix *flags: build
     {{harness}} matrix {{flags}}

@@ -78,6 +78,26 @@ pub enum SetupError {
     )]
     UrlRefused { url: String, reasons: String },
 
+    #[error(
+        "not a server address: {url}: {reason}\n  help: `audit --url` takes redis://[USER:PASSWORD@]HOST:PORT[/DB] (percent-encode `@`, `:` and `/` in the password)"
+    )]
+    AuditUrl { url: String, reason: String },
+
+    #[error(
+        "{problem}\n  help: pass the SCAN MATCH glob of the limiter's keys, e.g. --keys 'rl:*' (repeat --keys for several)"
+    )]
+    AuditPattern { problem: String },
+
+    #[error(
+        "{url} would not answer the audit's INFO and DBSIZE: {reason}\n  help: the audit's user needs SCAN, PTTL, INFO and DBSIZE: ACL SETUSER NAME on >PASSWORD resetkeys %R~* resetchannels -@all +scan +pttl +info +dbsize +ping +config|get (README, \"Auditing a production server\")"
+    )]
+    AuditRead { url: String, reason: String },
+
+    #[error(
+        "{url} refused the audit's user: {reason}\n  help: check the user and password in the URL (percent-encoded); the user needs SCAN, PTTL, INFO and DBSIZE (README, \"Auditing a production server\")"
+    )]
+    AuditAuth { url: String, reason: String },
+
     #[error("limiter `{limiter}` could not be prepared on the server: {reason}")]
     LimiterPrepare { limiter: String, reason: String },
 

@@ -8,8 +8,9 @@
 //! [`keys`] describes the keys a limiter keeps per identity (its key layout).
 //! [`proxy`] is the Redis-protocol fault proxy that applies the nemesis's rules to clients
 //! the harness does not control. [`backend`] decides where Redis runs; [`runner`] wires one run together; [`cli`] is the
-//! command line.
+//! command line. [`audit`] is the read-only audit of a server in production (`limiter-harness audit`).
 
+pub mod audit;
 pub mod backend;
 pub mod checker;
 pub mod cli;

@@ -42,6 +42,9 @@ pub enum Command {
     /// Measure the request driver against `redis-benchmark -t incr` on the same server
     /// (`--proxy`: the fault proxy's cost, direct versus proxied).
     Bench(BenchArgs),
+    /// Audit a server in production, read-only: limiter keys without TTL, TTLs above a
+    /// bound, and the eviction risk (exit 0 nothing found, 1 found, 2 partial, 3 setup).
+    Audit(AuditArgs),
 }
 
 #[derive(Debug, Args)]
@@ -248,4 +251,38 @@ pub struct BenchArgs {
     /// With --proxy: commands each client pipelines (redis-benchmark -P).
     #[arg(long, default_value_t = 1)]
     pub pipeline: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The server, e.g. redis://auditor:PASSWORD@HOST:6379/0 (the database is the one scanned).
+    #[arg(long)]
+    pub url: String,
+    /// The limiter's keys as a SCAN MATCH glob, e.g. --keys 'rl:*' (repeat for several).
+    #[arg(long = "keys", value_name = "PATTERN")]
+    pub keys: Vec<String>,
+    /// Also count and name keys whose TTL is longer than this (exit 1 when there are any).
+    #[arg(long, value_name = "MS")]
+    pub ttl_max_ms: Option<u64>,
+    /// SCAN's COUNT: how much of the keyspace each SCAN walks.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub scan_count: u32,
+    /// At most this many commands a second, SCAN and each PTTL counted.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub ops_per_s: u32,
+    /// How many keys of each finding to name (the first in byte order).
+    #[arg(long, default_value_t = 10)]
+    pub examples: usize,
+    /// `text` (a summary) or `json` (one document, for tools).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: AuditFormat,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditFormat {
+    Text,
+    Json,
 }

@@ -1,8 +1,9 @@
-//! The command line: `run`, `matrix`, `check`, `ci`, `init`, `list`, `scenarios export`, `clean`, `image`, `bench`. Exit codes: 0 every invariant holds,
+//! The command line: `run`, `matrix`, `check`, `ci`, `init`, `list`, `scenarios export`, `clean`, `image`, `bench`, `audit`. Exit codes: 0 every invariant holds,
 //! 1 an invariant is violated, 2 unknown (the run could not observe enough), 3 setup or
 //! usage error.
 
 mod args;
+mod audit;
 mod bench;
 mod ci;
 mod commands;
@@ -43,6 +44,7 @@ pub async fn main() -> ExitCode {
         Command::Clean(args) => commands::clean(args.all).await,
         Command::Image(args) => commands::image(args).await,
         Command::Bench(args) => bench::bench(args).await,
+        Command::Audit(args) => audit::audit(args).await,
     };
     match result {
         Ok(code) => code,

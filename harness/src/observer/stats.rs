@@ -25,8 +25,13 @@ pub async fn read_stats(conn: &mut MultiplexedConnection, role: ServerRole, t_us
 
 /// A numeric field of an INFO section.
 pub fn info_field(info: &str, name: &str) -> Option<u64> {
+    info_value(info, name)?.parse().ok()
+}
+
+/// A field of an INFO section, as text.
+pub fn info_value<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+        .find_map(|line| Some(line.strip_prefix(name)?.strip_prefix(':')?.trim()))
 }
 
 /// What the server says it is.
@@ -39,6 +44,11 @@ pub struct ServerInfo {
 
 pub async fn server_info(conn: &mut MultiplexedConnection) -> RedisResult<ServerInfo> {
     let info: String = redis::cmd("INFO").arg("server").query_async(conn).await?;
+    Ok(parse_server_info(&info))
+}
+
+/// What an `INFO server` reply says the server is.
+pub fn parse_server_info(info: &str) -> ServerInfo {
     let field = |name: &str| {
         info.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(':').map(|v| v.trim().to_owned()))
@@ -49,10 +59,10 @@ pub async fn server_info(conn: &mut MultiplexedConnection) -> RedisResult<Server
     };
     let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     let major_minor = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    Ok(ServerInfo {
+    ServerInfo {
         version: format!("{product} {version}"),
         major_minor,
-    })
+    }
 }
 
 #[cfg(test)]
