@@ -7,5 +7,5 @@ mod index;
 mod recorder;
 
 pub use event::{Event, KeySample, Outcome, PhaseEdge, ServerRole};
-pub use index::{FaultRecord, HistoryIndex, Problem, Request, Sample, WireRecord};
+pub use index::{FaultRecord, HistoryIndex, PhaseSpan, Problem, Request, Sample, WireRecord};
 pub use recorder::{Recorder, RecorderHandle, read_history};

@@ -56,6 +56,7 @@ pub fn report(
             .unwrap_or_else(|| plan(&config.scenario, config.seed).total_requests()),
         reproduce: config.reproduce.clone(),
         problems,
+        timeline: None,
         observed,
     }
 }

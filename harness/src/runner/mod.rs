@@ -23,7 +23,7 @@ use crate::error::SetupError;
 use crate::history::{Event, HistoryIndex, Recorder};
 use crate::keys::KeyLayout;
 use crate::limiter::Limiter;
-use crate::report::{KeysSummary, Report, write_report};
+use crate::report::{KeysSummary, Report, TimelineLimits, write_report, write_timeline};
 use crate::scenario::{CacheTarget, Fault, Scenario};
 use crate::signals;
 use execute::RunState;
@@ -152,7 +152,13 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         servers: servers_described,
         wall_ms,
     };
-    let report = judge(&config, &state, &index, judged);
+    let mut report = judge(&config, &state, &index, judged);
+    let limits = TimelineLimits {
+        requests_max: config.scenario.limit.requests_max,
+        window_ms: config.scenario.limit.window_ms,
+        layout: &layout,
+    };
+    write_timeline(&mut report, &index, &limits, &config.report_dir);
     write_report(&report, &config.report_dir)?;
     Ok(RunOutcome {
         report,
