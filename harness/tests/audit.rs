@@ -362,7 +362,12 @@ async fn a_server_without_such_keys_exits_2_saying_nothing_matched() {
     server.add_auditor("+config|get").await;
     let url = server.auditor_url();
     let out = audit(&["--url", &url, "--keys", "rl:*", "--format", "json"]).await;
-    assert_eq!(out.status.code(), Some(2), "nothing checked is unknown, not a pass\n{}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "nothing checked is unknown, not a pass\n{}",
+        text(&out.stderr)
+    );
     let doc = json(&out);
     assert_eq!(doc["keys_matched"], 0);
     let summary = doc["summary"].as_str().unwrap();

@@ -1,6 +1,7 @@
 //! A team's CI as the binary serves it: `init`, `ci`, `ci --accept`, the baseline's verdict on
 //! a deliberate regression (also inside a cell that already failed), JUnit XML that validates
-//! against the JUnit schema, the Markdown summary and GitHub's step summary, `check`.
+//! against the JUnit schema, the Markdown summary and GitHub's step summary, `check` (the
+//! report and the timeline rebuilt from the history alone).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -276,6 +277,7 @@ fn check_rejudges_a_saved_run_from_its_history_alone() {
     assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
     let report = std::fs::read_to_string(run_dir.join("report.json")).unwrap();
     let markdown = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    let timeline = std::fs::read_to_string(run_dir.join("timeline.svg")).unwrap();
     let out = harness_in(dir.path(), &["check", run_dir.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
     assert_eq!(

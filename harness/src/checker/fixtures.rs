@@ -7,7 +7,7 @@ use crate::scenario::FaultKind;
 use std::collections::BTreeMap;
 
 use super::{CheckInput, CheckResult, TtlBound, check};
-use crate::history::{Event, HistoryIndex, KeySample, Outcome};
+use crate::history::{Event, HistoryIndex, KeySample, Outcome, PhaseEdge};
 use crate::keys::KeyLayout;
 use crate::scenario::Algorithm;
 use crate::scenario::{CheckConfig, Invariant, Limit};
@@ -197,6 +197,19 @@ impl HistoryBuilder {
                 })
                 .collect(),
         });
+        self
+    }
+
+    /// Phase `index` named `name`, from `start_ms` to `end_ms`.
+    pub(crate) fn phase(mut self, index: usize, name: &str, start_ms: u64, end_ms: u64) -> Self {
+        for (t_ms, edge) in [(start_ms, PhaseEdge::Start), (end_ms, PhaseEdge::End)] {
+            self.events.push(Event::Phase {
+                t_us: us(t_ms),
+                index,
+                name: name.to_owned(),
+                edge,
+            });
+        }
         self
     }
 

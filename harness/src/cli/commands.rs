@@ -101,10 +101,10 @@ pub fn check(dir: &std::path::Path) -> Result<ExitCode, SetupError> {
     let now = report.verdict.name();
     match before {
         Some(before) if before != now => say(&format!(
-            "re-checked: the verdict was {before}, it is now {now} (report.md and report.json rewritten)"
+            "re-checked: the verdict was {before}, it is now {now} (report.md, report.json and timeline.svg rewritten)"
         )),
         _ => say(&format!(
-            "re-checked from the history: {now} (report.md and report.json rewritten)"
+            "re-checked from the history: {now} (report.md, report.json and timeline.svg rewritten)"
         )),
     }
     Ok(report.verdict.into())

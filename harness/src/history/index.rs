@@ -4,7 +4,7 @@
 use crate::scenario::FaultKind;
 use std::collections::BTreeMap;
 
-use super::{Event, KeySample, Outcome};
+use super::{Event, KeySample, Outcome, PhaseEdge};
 use crate::keys::{KeyLayout, Sighting};
 
 /// How many keys outside the layout the index keeps, to name them in hints.
@@ -127,6 +127,8 @@ pub struct HistoryIndex {
     pub keyspace: BTreeMap<String, Vec<(u64, String)>>,
     /// Problems reported during the run.
     pub problems: Vec<Problem>,
+    /// The phases the driver ran, in the order they started (the timeline shades them).
+    pub phases: Vec<PhaseSpan>,
     /// Whether the keyspace subscriber was up for the whole run.
     pub keyspace_complete: bool,
     /// What the nemesis did, in order.
@@ -151,6 +153,17 @@ pub struct Problem {
     pub fatal: bool,
     /// The report lists it (so it does every fatal one).
     pub noted: bool,
+}
+
+/// One phase of the schedule as the driver ran it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhaseSpan {
+    /// Its position in the scenario's [[phase]] list.
+    pub index: usize,
+    pub name: String,
+    pub start_us: u64,
+    /// `None` when the run was cut short inside it.
+    pub end_us: Option<u64>,
 }
 
 /// One round trip through the fault proxy.
@@ -294,7 +307,12 @@ impl HistoryIndex {
                     noted: noted || fatal,
                 });
             }
-            Event::Phase { .. } => {}
+            Event::Phase {
+                t_us,
+                index,
+                name,
+                edge,
+            } => self.add_phase_edge(t_us, index, name, edge),
             fault @ Event::Fault { .. } => self.add_fault(fault),
             Event::Setup { t_us, key, .. } => {
                 self.planted.insert(key, t_us);
@@ -327,6 +345,22 @@ impl HistoryIndex {
             | Event::Server { .. }
             | Event::Stats { .. }
             | Event::Foreign { .. } => {}
+        }
+    }
+
+    fn add_phase_edge(&mut self, t_us: u64, index: usize, name: String, edge: PhaseEdge) {
+        match edge {
+            PhaseEdge::Start => self.phases.push(PhaseSpan {
+                index,
+                name,
+                start_us: t_us,
+                end_us: None,
+            }),
+            PhaseEdge::End => {
+                if let Some(span) = self.phases.iter_mut().rev().find(|p| p.index == index) {
+                    span.end_us = Some(t_us);
+                }
+            }
         }
     }
 

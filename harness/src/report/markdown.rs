@@ -19,6 +19,12 @@ pub fn render_markdown(r: &Report) -> String {
     }
     header(&mut out, r);
     verdicts(&mut out, r);
+    if let Some(file) = &r.timeline {
+        let _ = writeln!(
+            out,
+            "![timeline: per identity, counters and TTLs, requests, faults and anomalies]({file})\n"
+        );
+    }
     for result in r
         .invariants
         .iter()

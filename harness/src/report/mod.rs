@@ -4,10 +4,12 @@
 mod markdown;
 mod model;
 mod snapshot;
+mod timeline;
 
 pub use markdown::render_markdown;
 pub use model::{Counts, FaultSummary, KeysSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};
 pub use snapshot::render_snapshot;
+pub use timeline::{TIMELINE_FILE, TimelineLimits, render_timeline, write_timeline};
 
 use std::path::Path;
 

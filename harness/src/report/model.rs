@@ -28,6 +28,9 @@ pub struct Report {
     pub reproduce: String,
     /// Problems that limited what the run could see.
     pub problems: Vec<String>,
+    /// The picture of the run beside the report (`timeline.svg`), once it is written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<String>,
     pub observed: Observed,
 }
 

@@ -62,6 +62,7 @@ pub fn report(
         requests_scheduled: plan(scenario, facts.seed).total_requests(),
         reproduce: facts.reproduce.clone(),
         problems,
+        timeline: None,
         observed,
     }
 }

@@ -169,6 +169,8 @@ pub struct Judgement {
     pub report: Report,
     pub index: HistoryIndex,
     pub scenario: Scenario,
+    /// The keys the run judged as the limiter's.
+    pub layout: KeyLayout,
 }
 
 /// Judge a run from its history alone. The error says why the history cannot be judged.
@@ -202,5 +204,6 @@ pub fn judge_history(events: Vec<Event>) -> Result<Judgement, String> {
         report,
         index,
         scenario,
+        layout,
     })
 }

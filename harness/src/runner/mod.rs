@@ -24,7 +24,7 @@ use crate::error::SetupError;
 use crate::history::{Event, LimiterFacts, Recorder};
 use crate::keys::KeyLayout;
 use crate::limiter::Limiter;
-use crate::report::{Report, write_report};
+use crate::report::{Report, TimelineLimits, write_report, write_timeline};
 use crate::scenario::{CacheTarget, Fault, Scenario};
 use crate::signals;
 use execute::RunState;
@@ -161,11 +161,11 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     }
     let leftovers = servers.stop().await;
     executed?;
-    let judged = judge_history(events).map_err(|e| SetupError::BadHistory {
+    let mut judged = judge_history(events).map_err(|e| SetupError::BadHistory {
         path: history_path.clone(),
         reason: e,
     })?;
-    write_report(&judged.report, &config.report_dir)?;
+    write_judged(&mut judged, &config.report_dir)?;
     Ok(RunOutcome {
         report: judged.report,
         report_dir: config.report_dir,
@@ -194,12 +194,24 @@ pub fn recheck(dir: &std::path::Path) -> Result<Judgement, SetupError> {
     }
     let _lock = lock_report_dir(&dir)?;
     let events = crate::history::read_history(&history_path)?;
-    let judged = judge_history(events).map_err(|reason| SetupError::BadHistory {
+    let mut judged = judge_history(events).map_err(|reason| SetupError::BadHistory {
         path: history_path,
         reason,
     })?;
-    write_report(&judged.report, &dir)?;
+    write_judged(&mut judged, &dir)?;
     Ok(judged)
+}
+
+/// Write a judged run's files into `dir`: `timeline.svg` (a failure there is a problem in
+/// the report, never a lost report), then `report.json` and `report.md`.
+fn write_judged(judged: &mut Judgement, dir: &std::path::Path) -> Result<(), SetupError> {
+    let limits = TimelineLimits {
+        requests_max: judged.scenario.limit.requests_max,
+        window_ms: judged.scenario.limit.window_ms,
+        layout: &judged.layout,
+    };
+    write_timeline(&mut judged.report, &judged.index, &limits, dir);
+    write_report(&judged.report, dir)
 }
 
 /// The history's first line: what ran, with the scenario's text, so the history alone
