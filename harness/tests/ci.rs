@@ -290,6 +290,11 @@ fn check_rejudges_a_saved_run_from_its_history_alone() {
         markdown,
         "the same report.md"
     );
+    assert_eq!(
+        std::fs::read_to_string(run_dir.join("timeline.svg")).unwrap(),
+        timeline,
+        "the same picture"
+    );
 
     // The final audit now says the key has no TTL: an immortal key.
     let history = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
