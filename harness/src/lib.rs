@@ -32,5 +32,6 @@ pub mod signals;
 pub mod suite;
 pub mod trip;
 pub mod workload;
+pub mod xml;
 
 pub use error::SetupError;

@@ -6,7 +6,7 @@ mod cells;
 mod table;
 
 pub use cells::{Cell, MatrixConfig, MatrixLimiter, run_matrix, sanitize};
-pub use table::{TableContext, render_table, short_label};
+pub use table::{TableContext, grid, render_table, short_label};
 
 /// Shell-style glob match (`*` any run, `?` one character) for scenario names.
 pub fn glob_match(pattern: &str, name: &str) -> bool {

@@ -47,6 +47,31 @@ fn cell_text(cell: &Cell) -> String {
     }
 }
 
+/// A scenario × limiter grid of `cells` in Markdown, each cell's text from `text` (given
+/// the cell's position in `cells`); "–" where no cell ran.
+pub fn grid(
+    out: &mut String,
+    scenarios: &[String],
+    limiters: &[String],
+    cells: &[Cell],
+    text: impl Fn(usize) -> String,
+) {
+    let _ = writeln!(out, "| scenario | {} |", limiters.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---|".repeat(limiters.len()));
+    for scenario in scenarios {
+        let row: Vec<String> = limiters
+            .iter()
+            .map(|l| {
+                cells
+                    .iter()
+                    .position(|c| &c.scenario == scenario && &c.limiter == l)
+                    .map_or_else(|| "–".to_owned(), &text)
+            })
+            .collect();
+        let _ = writeln!(out, "| {scenario} | {} |", row.join(" | "));
+    }
+}
+
 /// Where a table's readers find more, and how it was made.
 #[derive(Debug, Clone)]
 pub struct TableContext {
@@ -77,20 +102,8 @@ pub fn render_table(scenarios: &[Scenario], limiters: &[String], cells: &[Cell],
          `{}/SCENARIO/LIMITER/report.md`{baseline}.\n",
         context.backend, context.regenerate, context.runs
     );
-    let _ = writeln!(out, "| scenario | {} |", limiters.join(" | "));
-    let _ = writeln!(out, "|---|{}", "---|".repeat(limiters.len()));
-    for scenario in scenarios {
-        let row: Vec<String> = limiters
-            .iter()
-            .map(|l| {
-                cells
-                    .iter()
-                    .find(|c| c.scenario == scenario.name && &c.limiter == l)
-                    .map_or_else(|| "–".to_owned(), cell_text)
-            })
-            .collect();
-        let _ = writeln!(out, "| {} | {} |", scenario.name, row.join(" | "));
-    }
+    let names: Vec<String> = scenarios.iter().map(|s| s.name.clone()).collect();
+    grid(&mut out, &names, limiters, cells, |i| cell_text(&cells[i]));
     let legend: Vec<String> = Invariant::ALL
         .iter()
         .map(|i| format!("{} = `{}`", short_label(*i), i.name()))

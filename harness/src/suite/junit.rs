@@ -9,6 +9,7 @@ use std::fmt::Write;
 use super::baseline::{Compared, Status};
 use crate::checker::Verdict;
 use crate::matrix::Cell;
+use crate::xml::escape;
 
 /// The JUnit XML document for a suite's cells and their comparison with the baseline.
 pub fn render_junit(suite: &str, cells: &[Cell], compared: &[Compared]) -> String {
@@ -82,36 +83,4 @@ fn testcase(out: &mut String, cell: &Cell, cmp: &Compared) {
         let _ = writeln!(out, "      <system-out>{}</system-out>", escape(&text));
     }
     out.push_str("    </testcase>\n");
-}
-
-/// Text for XML content and attributes: markup escaped, and the control characters XML 1.0
-/// forbids dropped (an adapter's message may carry any byte).
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' | '\t' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn markup_and_forbidden_characters_do_not_reach_the_document() {
-        assert_eq!(
-            escape("a<b & \"c\" 'd'>\u{1b}[0m\n"),
-            "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;[0m\n"
-        );
-    }
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::baseline::{Compared, Status};
 use crate::checker::Verdict;
-use crate::matrix::{Cell, short_label};
+use crate::matrix::{Cell, grid, short_label};
 
 /// A word or two for a cell: `pass`, the broken invariants, or `unknown: ...`.
 pub fn verdict_words(cell: &Cell) -> String {
@@ -63,24 +63,9 @@ pub fn render_summary(
             format!("**{differing} differ from the baseline**")
         }
     );
-    let _ = writeln!(out, "| scenario | {} |", limiters.join(" | "));
-    let _ = writeln!(out, "|---|{}", "---|".repeat(limiters.len()));
-    for scenario in scenarios {
-        let row: Vec<String> = limiters
-            .iter()
-            .map(|l| {
-                cells
-                    .iter()
-                    .zip(compared)
-                    .find(|(c, _)| &c.scenario == scenario && &c.limiter == l)
-                    .map_or_else(
-                        || "–".into(),
-                        |(c, cmp)| format!("{}{}", verdict_words(c), standing(cmp)),
-                    )
-            })
-            .collect();
-        let _ = writeln!(out, "| {scenario} | {} |", row.join(" | "));
-    }
+    grid(&mut out, scenarios, limiters, cells, |i| {
+        format!("{}{}", verdict_words(&cells[i]), standing(&compared[i]))
+    });
     if differing == 0 {
         return out;
     }

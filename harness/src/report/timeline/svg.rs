@@ -4,25 +4,7 @@
 
 use std::fmt::Write;
 
-/// `text` safe inside an element or a double-quoted attribute. Characters XML 1.0 cannot
-/// carry at all (control characters other than tab, newline and carriage return) become
-/// U+FFFD: keys are user data.
-pub(super) fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub(super) use crate::xml::escape as esc;
 
 /// `text` cut to `chars_max` characters (with an ellipsis), for labels; the full text goes
 /// in a `<title>` or a `data-` attribute.
