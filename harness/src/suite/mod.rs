@@ -10,7 +10,7 @@ mod junit;
 mod resolve;
 mod summary;
 
-pub use baseline::{Compared, Comparison, Status, baseline_file, changes};
+pub use baseline::{Compared, Comparison, Status, baseline_file, changes, compare};
 pub use ci::{CiOptions, CiRun, TableCheck, run_ci};
 pub use init::{starter_suite, write_starter};
 pub use junit::render_junit;
@@ -18,3 +18,6 @@ pub use resolve::{
     DEFAULT_BASELINE, SUITE_FILE, Suite, SuiteLimiter, SuiteServer, discover_suite, load_suite, parse_suite,
 };
 pub use summary::{CellJson, render_summary, verdict_words};
+
+#[cfg(test)]
+mod tests;

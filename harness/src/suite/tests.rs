@@ -1,0 +1,110 @@
+//! What `ci` hands CI systems, from a hand-written history judged as a run's would be: the
+//! JUnit XML and the Markdown summary of a cell that regressed against its baseline, kept
+//! as reviewed snapshots (`harness/src/suite/snapshots/`, insta).
+
+use std::path::Path;
+
+use super::{compare, render_junit, render_summary};
+use crate::checker::fixtures::HistoryBuilder;
+use crate::history::{Event, LimiterFacts};
+use crate::keys::LayoutSource;
+use crate::matrix::Cell;
+use crate::runner::judge_history;
+use crate::scenario::{Adjust, Algorithm};
+
+const SCENARIO: &str = r#"name = "tiny"
+about = "Two requests and a final audit."
+seed = 3
+
+[limit]
+requests_max = 10
+window_ms = 1000
+
+[[phase]]
+kind = "steady"
+rate_per_s = 10
+duration_ms = 200
+
+[check]
+invariants = ["ttl-present", "ttl-bounded"]
+"#;
+
+/// A judged cell whose final audit found its key without a TTL.
+fn regressed_cell() -> Cell {
+    let header = Event::Run {
+        scenario: "tiny".into(),
+        limiter: "exec:python3 ratelimit.py".into(),
+        seed: 3,
+        backend: "process".into(),
+        reproduce:
+            "limiter-harness run scenarios/tiny.toml --limiter 'exec:python3 ratelimit.py' --seed 3 --backend process"
+                .into(),
+        scenario_file: "scenarios/tiny.toml".into(),
+        scenario_text: SCENARIO.into(),
+        shipped: false,
+        adjust: Adjust::default(),
+    };
+    let limiter = Event::Limiter {
+        t_us: 0,
+        limiter: LimiterFacts {
+            name: "api".into(),
+            algorithm: Algorithm::FixedWindow,
+            round_trips_max: 2,
+            commands: "INCR; EXPIRE".into(),
+            ttl_max_windows: None,
+            keys: vec!["rl:{identity}".into()],
+            keys_from: LayoutSource::Default,
+            keys_note: None,
+            proxy: None,
+        },
+    };
+    let body = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .sample(50, false, &[("rl:0", 900, Some("1"))])
+        .allowed(2, 0, 100, 101, 2)
+        .sample(300, true, &[("rl:0", -1, Some("2"))]);
+    let mut events = vec![header, limiter];
+    events.extend(body.events().iter().cloned());
+    let judged = judge_history(events).expect("a whole history");
+    Cell {
+        scenario: "tiny".into(),
+        limiter: "api".into(),
+        expected_fail: false,
+        note: None,
+        outcome: Ok(judged.report),
+        wall_ms: 1234,
+    }
+}
+
+#[test]
+fn a_regressed_cell_as_junit_and_summary() {
+    let cell = regressed_cell();
+    let snapshot = crate::report::render_snapshot(cell.outcome.as_ref().unwrap());
+    assert!(
+        snapshot.contains("| ttl-present | invalid | immortal-key: rl:0 |"),
+        "{snapshot}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = dir.path().join("baseline");
+    std::fs::create_dir_all(&baseline).unwrap();
+    let old = snapshot
+        .replace(
+            "| ttl-present | invalid | immortal-key: rl:0 |",
+            "| ttl-present | valid |  |",
+        )
+        .replace(": INVALID", ": VALID");
+    std::fs::write(baseline.join("tiny--api.md"), old).unwrap();
+    let cells = [cell];
+    let mut comparison = compare(&baseline, &cells);
+    // The file's place on this machine is not part of what is reviewed.
+    comparison.cells[0].file = Path::new("limiter-harness/baseline/tiny--api.md").to_owned();
+    assert_eq!(
+        comparison.cells[0].changes,
+        vec!["ttl-present: valid → invalid (immortal-key: rl:0)"]
+    );
+    insta::assert_snapshot!("junit", render_junit("service", &cells, &comparison.cells));
+    insta::assert_snapshot!(
+        "summary",
+        render_summary("service", &["tiny".into()], &["api".into()], &cells, &comparison.cells)
+    );
+}
