@@ -19,21 +19,48 @@ fn text_of(out: &Output) -> String {
     )
 }
 
-/// Copy the checkout's files (tracked, and new ones git does not ignore) into `to`.
-fn copy_checkout(to: &Path) {
+/// The checkout's files: tracked, and new ones git does not ignore; without git (a source
+/// tarball), every file but the build outputs and the reports.
+fn checkout_files() -> Vec<PathBuf> {
     let listed = Command::new("git")
         .current_dir(root())
         .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
-        .output()
-        .expect("git lists the checkout's files");
-    assert!(listed.status.success(), "{}", text_of(&listed));
-    for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
-        let name = std::str::from_utf8(name).unwrap();
-        let from = root().join(name);
+        .output();
+    if let Some(listed) = listed.ok().filter(|l| l.status.success()) {
+        return listed
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|n| !n.is_empty())
+            .map(|n| PathBuf::from(std::str::from_utf8(n).unwrap()))
+            .collect();
+    }
+    fn walk(dir: &Path, rel: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let name = entry.file_name();
+            if [".git", "target", ".limiter-harness"].iter().any(|skip| name == *skip) {
+                continue;
+            }
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, &rel.join(&name), out);
+            } else {
+                out.push(rel.join(&name));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&root(), Path::new(""), &mut files);
+    files
+}
+
+/// Copy the checkout's files into `to`.
+fn copy_checkout(to: &Path) {
+    for name in checkout_files() {
+        let from = root().join(&name);
         if !from.is_file() {
             continue; // deleted in the work tree
         }
-        let dest = to.join(name);
+        let dest = to.join(&name);
         std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
         std::fs::copy(&from, &dest).unwrap();
     }
