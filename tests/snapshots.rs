@@ -1,17 +1,20 @@
 //! The reviewed snapshots: the harness's own suite (`limiter-harness.toml` at the top of the
-//! repository: the shipped catalog × every built-in limiter, a fresh local server per cell)
-//! run by the same `ci` mechanism a team runs on its own limiters, against the baseline in
-//! `reports/snapshots/` and the table `reports/MATRIX.md`. A changed verdict, anomaly kind,
-//! rule or fault outcome fails here until the change is accepted (`just snapshots`, i.e.
-//! `limiter-harness ci --accept`) and its diff reviewed. Under `CI=true` nothing is written.
+//! repository: the shipped catalog × every built-in limiter, a fresh server per cell) run by
+//! the same `ci` mechanism a team runs on its own limiters, against the baseline in
+//! `reports/snapshots/` and the table `reports/MATRIX.md` — on local `redis-server`
+//! processes and in containers, which must give the same verdicts. A changed verdict,
+//! anomaly kind, rule or fault outcome fails here until the change is accepted (`just
+//! snapshots`, i.e. `limiter-harness ci --accept`) and its diff reviewed. Nothing is written.
 
 use std::path::PathBuf;
 
-use limiter_harness::suite::{CiOptions, load_suite, render_summary, run_ci};
+use limiter_harness::suite::{CiOptions, Suite, load_suite, render_summary, run_ci};
 use limiter_harness_tests::{Kind, backend};
 
+/// Processes, then containers: one after the other, since both at once would load the
+/// machine as neither does alone.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_harness_suite_matches_its_reviewed_baseline() {
+async fn the_harness_suite_matches_its_reviewed_baseline_in_processes_and_in_containers() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .canonicalize()
@@ -19,9 +22,18 @@ async fn the_harness_suite_matches_its_reviewed_baseline() {
     let suite = load_suite(&root.join("limiter-harness.toml")).expect("the harness's own suite loads");
     // `ci` runs in the suite's directory (the only test of this binary changes it).
     std::env::set_current_dir(&root).unwrap();
-    let backend = backend(Kind::Process)
-        .await
-        .expect("the process backend needs no opt-out");
+    check(&suite, Kind::Process).await;
+    check(&suite, Kind::Container).await;
+}
+
+async fn check(suite: &Suite, kind: Kind) {
+    let Some(backend) = backend(kind).await else {
+        return; // containers skipped outside CI (LIMITER_HARNESS_NO_DOCKER=1), said on stderr
+    };
+    let suite = Suite {
+        report_dir: suite.report_dir.join(format!("{kind:?}").to_lowercase()),
+        ..suite.clone()
+    };
     let run = run_ci(&suite, backend, &CiOptions::default())
         .await
         .expect("the suite runs");
@@ -33,10 +45,15 @@ async fn the_harness_suite_matches_its_reviewed_baseline() {
         &run.cells,
         &run.comparison.cells,
     );
-    assert_eq!(run.cells.len(), 154, "14 scenarios × 11 built-ins");
+    assert_eq!(
+        suite.limiters.len(),
+        limiter_harness::limiter::BUILTIN_NAMES.len(),
+        "every built-in is in the harness's suite"
+    );
+    assert_eq!(run.cells.len(), suite.scenarios.len() * suite.limiters.len());
     assert!(
         run.identical(),
-        "the suite differs from its reviewed baseline (stale files: {:?}; table same: {:?}); if intended, run `just snapshots` and review `git diff reports/`\n{summary}",
+        "{kind:?}: the suite differs from its reviewed baseline (stale files: {:?}; table same: {:?}); if intended, run `just snapshots` and review `git diff reports/`\n{summary}",
         run.comparison.stale,
         run.table.as_ref().map(|t| t.same)
     );

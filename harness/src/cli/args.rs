@@ -178,6 +178,10 @@ pub struct CiArgs {
     /// Cells running at once [default: the suite's `jobs`].
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Where the cells' servers run, overriding the suite's `[server] backend` (e.g. to check
+    /// that containers give the baseline's verdicts too).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendChoice>,
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,

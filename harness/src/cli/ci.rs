@@ -55,7 +55,7 @@ pub async fn ci(args: CiArgs) -> Result<ExitCode, SetupError> {
     let path = suite_path(&args)?;
     let suite = suite::load_suite(&path)?;
     enter_suite_dir(&suite)?;
-    let backend = backend_for(&suite_backend(&suite)).await?;
+    let backend = backend_for(&suite_backend(&suite, args.backend)).await?;
     eprintln!(
         "limiter-harness ci: suite `{}` ({}): {} limiter(s) × {} scenario(s) on {}, baseline {}/",
         suite.name,
@@ -98,10 +98,11 @@ fn enter_suite_dir(suite: &Suite) -> Result<(), SetupError> {
     std::env::set_current_dir(dir).map_err(|e| SetupError::io("cannot enter the suite's directory", dir, e))
 }
 
-fn suite_backend(suite: &Suite) -> BackendArgs {
+/// The suite's `[server]`, with `--backend` over its `backend` when given.
+fn suite_backend(suite: &Suite, choice: Option<crate::backend::BackendChoice>) -> BackendArgs {
     let s = &suite.server;
     prefer_processes(BackendArgs {
-        backend: s.backend,
+        backend: choice.unwrap_or(s.backend),
         url: s.url.clone(),
         image: s.image.clone(),
         redis_server: s.redis_server.clone(),
@@ -222,7 +223,7 @@ fn print_text(suite: &Suite, run: &CiRun) {
         "ci: interrupted; the baseline was left as it was".to_owned()
     } else if !run.accepted.is_empty() {
         format!(
-            "ci: baseline updated ({} change(s)): review `git diff {baseline}` and commit it",
+            "ci: baseline updated ({} change(s), listed above): review them with `git diff` and commit them",
             run.accepted.len()
         )
     } else if run.identical() {

@@ -231,7 +231,7 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         jobs = 1;
     }
     let context = matrix::TableContext {
-        backend: format!("`--backend {}`", backend.name()),
+        backend: Some(format!("`--backend {}`", backend.name())),
         regenerate: "limiter-harness matrix".into(),
         runs: crate::shell::relative(&args.out.join("runs/matrix"))
             .display()

@@ -75,8 +75,9 @@ pub fn grid(
 /// Where a table's readers find more, and how it was made.
 #[derive(Debug, Clone)]
 pub struct TableContext {
-    /// e.g. "`--backend process`".
-    pub backend: String,
+    /// e.g. "`--backend process`"; none when the table must read the same on every backend
+    /// (a suite's reviewed table: processes and containers give the same verdicts).
+    pub backend: Option<String>,
     /// The command that regenerates it.
     pub regenerate: String,
     /// Where each cell's full report is, e.g. `.limiter-harness/reports/runs`.
@@ -96,11 +97,13 @@ pub fn render_table(scenarios: &[Scenario], limiters: &[String], cells: &[Cell],
         .unwrap_or_default();
     let _ = writeln!(
         out,
-        "Every scenario × every limiter, one fresh server per cell ({}). A cell says `pass`, or which \
+        "Every scenario × every limiter, one fresh server per cell{}. A cell says `pass`, or which \
          invariants broke; **†** marks a verdict that differs from what the scenario file expects (`[expect]`), \
          explained under Findings. Regenerate with `{}`; each cell's full report is in \
          `{}/SCENARIO/LIMITER/report.md`{baseline}.\n",
-        context.backend, context.regenerate, context.runs
+        context.backend.as_ref().map(|b| format!(" ({b})")).unwrap_or_default(),
+        context.regenerate,
+        context.runs
     );
     let names: Vec<String> = scenarios.iter().map(|s| s.name.clone()).collect();
     grid(&mut out, &names, limiters, cells, |i| cell_text(&cells[i]));

@@ -74,7 +74,6 @@ pub async fn run_ci(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOption
         // Cells on one server share its keys and settings: one at a time.
         jobs = 1;
     }
-    let backend_name = backend.name().to_owned();
     let runs_dir = suite.report_dir.join("runs");
     let cells = run_matrix(MatrixConfig {
         scenarios: scenarios.clone(),
@@ -93,7 +92,7 @@ pub async fn run_ci(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOption
     let comparison = baseline::compare(&suite.baseline, &cells);
     let table = suite.table.as_ref().map(|path| {
         let context = TableContext {
-            backend: format!("`--backend {backend_name}`"),
+            backend: None,
             regenerate: "limiter-harness ci --accept".into(),
             runs: runs_dir.display().to_string(),
             baseline: Some(suite.baseline.display().to_string()),
