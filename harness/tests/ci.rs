@@ -116,10 +116,15 @@ fn a_regression_is_named_by_cell_and_invariant_even_in_a_cell_that_already_faile
     assert!(failing.contains("| ttl-bounded | valid |"), "{failing}");
     assert!(baseline.join("steady-control--api.md").is_file());
 
-    // A sub-directory finds the suite upward, as cargo finds Cargo.toml.
-    let out = harness_in(&dir.join("ratelimit"), &["ci", "--no-progress"]);
+    // A sub-directory finds the suite upward, as cargo finds Cargo.toml; a file it names is
+    // where it stands.
+    let out = harness_in(&dir.join("ratelimit"), &["ci", "--no-progress", "--summary", "here.md"]);
     assert_eq!(out.status.code(), Some(0), "unchanged: identical\n{}", text_of(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("every one as in the baseline"));
+    assert!(
+        dir.join("ratelimit/here.md").is_file(),
+        "relative to the caller's directory"
+    );
 
     // The regression: the window's TTL set three times too long.
     let adapter = dir.join("ratelimit/fixed_window_fixed.py");

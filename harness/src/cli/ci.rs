@@ -51,9 +51,15 @@ fn suite_path(args: &CiArgs) -> Result<PathBuf, SetupError> {
     }
 }
 
-pub async fn ci(args: CiArgs) -> Result<ExitCode, SetupError> {
+pub async fn ci(mut args: CiArgs) -> Result<ExitCode, SetupError> {
     let path = suite_path(&args)?;
     let suite = suite::load_suite(&path)?;
+    // Files named on the command line are the caller's, relative to where they stand.
+    if let Ok(cwd) = std::env::current_dir() {
+        for file in [&mut args.junit, &mut args.summary].into_iter().flatten() {
+            *file = cwd.join(&*file);
+        }
+    }
     enter_suite_dir(&suite)?;
     let backend = backend_for(&suite_backend(&suite, args.backend)).await?;
     eprintln!(
