@@ -43,7 +43,7 @@ pub enum Command {
     /// (`--proxy`: the fault proxy's cost, direct versus proxied).
     Bench(BenchArgs),
     /// Audit a server in production, read-only: limiter keys without TTL, TTLs above a
-    /// bound, and the eviction risk (exit 0 nothing found, 1 found, 2 partial, 3 setup).
+    /// bound, and the eviction risk (exit 0 nothing found, 1 found, 2 partial or nothing matched, 3 setup).
     Audit(AuditArgs),
 }
 
