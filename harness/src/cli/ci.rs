@@ -104,7 +104,7 @@ fn suite_backend(suite: &Suite) -> BackendArgs {
         backend: s.backend,
         url: s.url.clone(),
         image: s.image.clone(),
-        redis_server: s.redis_server.clone(),
+        server: s.server.clone(),
         allow_reconfigure: s.allow_reconfigure,
         via_proxy: s.via_proxy,
     })
