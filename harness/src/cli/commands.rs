@@ -28,7 +28,7 @@ pub(super) async fn backend_for(args: &BackendArgs) -> Result<Arc<dyn Backend>, 
         choice: args.backend,
         url: args.url.clone(),
         image: args.image.clone(),
-        redis_server: args.redis_server.clone(),
+        server: args.server.clone(),
         allow_reconfigure: args.allow_reconfigure,
     })
     .await
@@ -183,15 +183,75 @@ fn matrix_server(args: &MatrixArgs) -> BackendArgs {
     prefer_processes(args.server.clone())
 }
 
-/// `auto` for many cells: a local `redis-server` process per cell when one is installed.
+/// `auto` for many cells: a local server process per cell when the server binary is here.
 pub(super) fn prefer_processes(mut server: BackendArgs) -> BackendArgs {
     if server.backend == BackendChoice::Auto
         && server.url.is_none()
-        && backend::local_redis(&server.redis_server).is_ok()
+        && server.image.is_none()
+        && crate::servers::resolve_server(server.server.as_deref()).is_ok()
     {
         server.backend = BackendChoice::Process;
     }
     server
+}
+
+/// The matrix's servers: the one `--server` (or the default) names, without a dimension;
+/// or each of `--servers`, named in the table by its catalog name (or product-version for a
+/// path), with what it says it is.
+async fn matrix_servers(
+    args: &MatrixArgs,
+    server: &BackendArgs,
+) -> Result<(Vec<matrix::MatrixServer>, Vec<(String, String)>), SetupError> {
+    if args.servers.is_empty() {
+        let backend = backend_for(server).await?;
+        return Ok((vec![matrix::MatrixServer::only(backend)], Vec::new()));
+    }
+    if server.url.is_some() || server.backend == BackendChoice::Url || server.image.is_some() {
+        return Err(SetupError::Usage(
+            "--servers starts each server itself: it does not go with --url or --image".into(),
+        ));
+    }
+    let (mut servers, mut versions) = (Vec::new(), Vec::<(String, String)>::new());
+    for spec in &args.servers {
+        let found = crate::servers::resolve_server(Some(spec))?;
+        let name = match crate::servers::known(spec) {
+            Some(known) => known.name.to_owned(),
+            None => format!("{}-{}", found.product.name(), found.version),
+        };
+        if versions.iter().any(|(n, _)| *n == name) {
+            return Err(SetupError::Usage(format!(
+                "--servers names {name} twice: give each server once"
+            )));
+        }
+        let mut args = server.clone();
+        args.server = Some(spec.clone());
+        let backend = backend_for(&prefer_processes(args)).await?;
+        versions.push((name.clone(), found.describe()));
+        servers.push(matrix::MatrixServer {
+            name: Some(name),
+            backend,
+        });
+    }
+    Ok((servers, versions))
+}
+
+/// What `MATRIX.md` says about how it was made and where the reports are.
+fn matrix_context(args: &MatrixArgs, backend: &dyn Backend, servers: Vec<(String, String)>) -> matrix::TableContext {
+    matrix::TableContext {
+        backend: Some(format!("`--backend {}`", backend.name())),
+        regenerate: match args.servers.as_slice() {
+            [] => "limiter-harness matrix".into(),
+            named => format!(
+                "limiter-harness matrix --servers {}",
+                crate::shell::quote(&named.join(","))
+            ),
+        },
+        runs: crate::shell::relative(&args.out.join("runs/matrix"))
+            .display()
+            .to_string(),
+        baseline: None,
+        servers,
+    }
 }
 
 /// The exit code of a finished matrix: setup errors first, then cells that judged
@@ -223,24 +283,22 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         .map(|n| crate::limiter::resolve(n).map(matrix::MatrixLimiter::plain))
         .collect::<Result<Vec<_>, _>>()?;
     let server = matrix_server(&args);
-    let backend = backend_for(&server).await?;
+    let (servers, versions) = matrix_servers(&args, &server).await?;
+    let backend = Arc::clone(&servers[0].backend);
     let mut jobs = args.jobs;
     if !backend.owns_servers() && jobs > 1 {
         // Cells on one server share its keys and settings: one at a time.
         eprintln!("limiter-harness matrix: one server for every cell (--backend url): running one cell at a time");
         jobs = 1;
     }
-    let context = matrix::TableContext {
-        backend: Some(format!("`--backend {}`", backend.name())),
-        regenerate: "limiter-harness matrix".into(),
-        runs: crate::shell::relative(&args.out.join("runs/matrix"))
-            .display()
-            .to_string(),
-        baseline: None,
-    };
+    let context = matrix_context(&args, backend.as_ref(), versions);
     let started = std::time::Instant::now();
+    let on = match servers.len() {
+        1 => String::new(),
+        n => format!(" × {n} servers"),
+    };
     eprintln!(
-        "limiter-harness matrix: {} scenario(s) × {} limiter(s), {} at a time",
+        "limiter-harness matrix: {} scenario(s) × {} limiter(s){on}, {} at a time",
         scenarios.len(),
         limiters.len(),
         jobs
@@ -251,7 +309,7 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
     let cells = matrix::run_matrix(MatrixConfig {
         scenarios: scenarios.clone(),
         limiters,
-        backend,
+        servers,
         jobs,
         runs_dir: args.out.join("runs/matrix"),
         seed: args.seed,
@@ -397,8 +455,12 @@ pub async fn clean(all: bool) -> Result<ExitCode, SetupError> {
 
 pub async fn image(args: ImageArgs) -> Result<ExitCode, SetupError> {
     backend::docker_ping().await?;
-    let redis = backend::local_redis(&args.redis_server)?;
-    let (name, tag) = backend::ensure_image(&redis).await?;
-    say(&format!("{name}:{tag} (from {})", redis.binary.display()));
+    let server = crate::servers::resolve_server(args.server.as_deref())?;
+    let (name, tag) = backend::ensure_image(&server).await?;
+    say(&format!(
+        "{name}:{tag} (from {}, {})",
+        server.binary.display(),
+        server.describe()
+    ));
     Ok(ExitCode::Valid)
 }

@@ -1,4 +1,4 @@
-//! The command line: `run`, `matrix`, `check`, `ci`, `init`, `list`, `scenarios export`, `clean`, `image`, `bench`, `audit`. Exit codes: 0 every invariant holds,
+//! The command line: `run`, `matrix`, `check`, `ci`, `init`, `list`, `scenarios export`, `clean`, `image`, `server install`/`server list`, `bench`, `audit`. Exit codes: 0 every invariant holds,
 //! 1 an invariant is violated, 2 unknown (the run could not observe enough), 3 setup or
 //! usage error.
 
@@ -9,6 +9,7 @@ mod ci;
 mod commands;
 mod exit;
 mod proxy_bench;
+mod servers;
 
 pub use args::{BackendArgs, Cli, Command, MatrixArgs, RunArgs};
 pub use exit::ExitCode;
@@ -43,6 +44,8 @@ pub async fn main() -> ExitCode {
         Command::Scenarios(args::ScenariosCommand::Export { dir, force }) => commands::export_scenarios(&dir, force),
         Command::Clean(args) => commands::clean(args.all).await,
         Command::Image(args) => commands::image(args).await,
+        Command::Server(args::ServerCommand::Install { names, force }) => servers::install(&names, force),
+        Command::Server(args::ServerCommand::List) => servers::list(),
         Command::Bench(args) => bench::bench(args).await,
         Command::Audit(args) => audit::audit(args).await,
     };

@@ -22,7 +22,7 @@ struct Figure {
 const TESTS: [&str; 3] = ["SET", "GET", "INCR"];
 
 pub async fn bench_proxy(args: &BenchArgs) -> Result<ExitCode, SetupError> {
-    let processes = ProcessBackend::new(&args.redis_server)?;
+    let processes = ProcessBackend::from_server(crate::servers::resolve_server(args.server.as_deref())?);
     let server = processes
         .start(ServerRole::Limiter, &format!("{}-proxy-bench", std::process::id()))
         .await?;

@@ -37,14 +37,31 @@ impl MatrixLimiter {
     }
 }
 
+/// A server of the matrix: the backend that starts it, and its name in the table.
+#[derive(Clone)]
+pub struct MatrixServer {
+    /// The table's name for it (`redis-6.2`); `None` when the matrix has no server
+    /// dimension (one server, as `run` would pick it).
+    pub name: Option<String>,
+    pub backend: Arc<dyn Backend>,
+}
+
+impl MatrixServer {
+    /// The one server of a matrix without a server dimension.
+    pub fn only(backend: Arc<dyn Backend>) -> Self {
+        Self { name: None, backend }
+    }
+}
+
 /// What the matrix runs.
 pub struct MatrixConfig {
     pub scenarios: Vec<Scenario>,
     pub limiters: Vec<MatrixLimiter>,
-    pub backend: Arc<dyn Backend>,
+    /// Every cell runs on each of them (each cell on a fresh server of its own).
+    pub servers: Vec<MatrixServer>,
     /// Cells running at once.
     pub jobs: usize,
-    /// Where each cell's full report goes: `<runs_dir>/<scenario>/<limiter>/`.
+    /// Where each cell's full report goes: `<runs_dir>/[<server>/]<scenario>/<limiter>/`.
     pub runs_dir: PathBuf,
     /// Overrides every scenario's seed.
     pub seed: Option<u64>,
@@ -58,11 +75,13 @@ pub struct MatrixConfig {
     pub show_progress: bool,
 }
 
-/// One scenario × limiter.
+/// One scenario × limiter (× server).
 #[derive(Debug)]
 pub struct Cell {
     pub scenario: String,
     pub limiter: String,
+    /// The server's name when the matrix has a server dimension (`--servers`).
+    pub server: Option<String>,
     /// Whether the scenario expects this limiter to fail.
     pub expected_fail: bool,
     pub note: Option<String>,
@@ -86,32 +105,36 @@ impl Cell {
     }
 }
 
-/// Run every cell, `jobs` at a time; cells come back in table order.
+/// Run every cell, `jobs` at a time; cells come back in table order (server, then
+/// scenario, then limiter).
 pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
     // Table order is scenario-major; run limiter-major, so that the cells running at once
     // mix heavy scenarios (100,000 requests) with ones that mostly wait.
     let width = config.limiters.len();
-    let plan: Vec<(usize, &Scenario, &MatrixLimiter)> = config
-        .limiters
+    let per_server = width * config.scenarios.len();
+    let (scenarios, limiters) = (&config.scenarios, &config.limiters);
+    let plan: Vec<(usize, &MatrixServer, &Scenario, &MatrixLimiter)> = config
+        .servers
         .iter()
         .enumerate()
-        .flat_map(|(li, l)| {
-            config
-                .scenarios
-                .iter()
-                .enumerate()
-                .map(move |(si, s)| (si * width + li, s, l))
+        .flat_map(|(vi, v)| {
+            limiters.iter().enumerate().flat_map(move |(li, l)| {
+                scenarios
+                    .iter()
+                    .enumerate()
+                    .map(move |(si, s)| (vi * per_server + si * width + li, v, s, l))
+            })
         })
         .collect();
     let bar = progress(plan.len() as u64, config.show_progress);
     let mut cells: Vec<(usize, Cell)> = futures::stream::iter(plan)
-        .map(|(i, scenario, limiter)| {
+        .map(|(i, server, scenario, limiter)| {
             let (bar, config) = (bar.clone(), &config);
             async move {
                 if config.cancel.is_cancelled() {
-                    return (i, not_run(scenario, limiter));
+                    return (i, not_run(server, scenario, limiter));
                 }
-                let cell = run_cell(config, scenario, limiter).await;
+                let cell = run_cell(config, server, scenario, limiter).await;
                 let verdict = match &cell.outcome {
                     Ok(r) => r.verdict.name().to_uppercase(),
                     Err(e) => format!("ERROR ({})", e.lines().next().unwrap_or_default()),
@@ -121,8 +144,9 @@ pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
                 } else {
                     "  (differs from the expectation)"
                 };
+                let on = cell.server.as_ref().map(|s| format!("{s}: ")).unwrap_or_default();
                 let line = format!(
-                    "{} × {}: {verdict} in {:.1} s{mark}",
+                    "{on}{} × {}: {verdict} in {:.1} s{mark}",
                     cell.scenario,
                     cell.limiter,
                     cell.wall_ms as f64 / 1000.0
@@ -144,11 +168,12 @@ pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
     cells.into_iter().map(|(_, c)| c).collect()
 }
 
-async fn run_cell(config: &MatrixConfig, scenario: &Scenario, limiter: &MatrixLimiter) -> Cell {
+async fn run_cell(config: &MatrixConfig, server: &MatrixServer, scenario: &Scenario, limiter: &MatrixLimiter) -> Cell {
     let started = Instant::now();
     let name = limiter.name.clone();
     let mut cell = Cell {
         scenario: scenario.name.clone(),
+        server: server.name.clone(),
         expected_fail: scenario.expect.fail.contains(&name),
         note: scenario.expect.notes.get(&name).cloned(),
         limiter: name,
@@ -165,16 +190,20 @@ async fn run_cell(config: &MatrixConfig, scenario: &Scenario, limiter: &MatrixLi
         &scenario.reproduce_arg(),
         limiter.limiter.name(),
         seed,
-        config.backend.as_ref(),
+        server.backend.as_ref(),
         config.allow_reconfigure,
         config.via_proxy,
         &scenario.adjusted.flags(),
     );
-    let report_dir = config.runs_dir.join(&scenario.name).join(sanitize(&limiter.name));
+    let runs_dir = match &server.name {
+        Some(name) => config.runs_dir.join(server_dir_name(name)),
+        None => config.runs_dir.clone(),
+    };
+    let report_dir = runs_dir.join(&scenario.name).join(sanitize(&limiter.name));
     let run = RunConfig {
         scenario,
         limiter: Arc::clone(&limiter.limiter),
-        backend: Arc::clone(&config.backend),
+        backend: Arc::clone(&server.backend),
         seed,
         report_dir,
         allow_reconfigure: config.allow_reconfigure,
@@ -211,15 +240,35 @@ async fn on_own_thread(run: RunConfig) -> Result<Report, String> {
         .unwrap_or_else(|_| Err("the cell's thread died (a harness bug)".into()))
 }
 
-fn not_run(scenario: &Scenario, limiter: &MatrixLimiter) -> Cell {
+fn not_run(server: &MatrixServer, scenario: &Scenario, limiter: &MatrixLimiter) -> Cell {
     let name = limiter.name.clone();
     Cell {
         scenario: scenario.name.clone(),
+        server: server.name.clone(),
         expected_fail: scenario.expect.fail.contains(&name),
         note: None,
         limiter: name,
         outcome: Err("not run: the matrix was interrupted".into()),
         wall_ms: 0,
+    }
+}
+
+/// A server's name as a directory name: `redis-6.2` stays as it is (never `.` or `..`).
+pub fn server_dir_name(name: &str) -> String {
+    let dir: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if dir.chars().all(|c| c == '.') {
+        "_".repeat(dir.len().max(1))
+    } else {
+        dir
     }
 }
 

@@ -1,11 +1,11 @@
-//! The matrix: every selected scenario × every selected limiter, one fresh server per
-//! cell, with bounded parallelism; a table of verdicts (`MATRIX.md`) checked against what
-//! each scenario expects.
+//! The matrix: every selected scenario × every selected limiter (× every server of
+//! `--servers`), one fresh server per cell, with bounded parallelism; a table of verdicts
+//! (`MATRIX.md`, one per server) checked against what each scenario expects.
 
 mod cells;
 mod table;
 
-pub use cells::{Cell, MatrixConfig, MatrixLimiter, run_matrix, sanitize};
+pub use cells::{Cell, MatrixConfig, MatrixLimiter, MatrixServer, run_matrix, sanitize, server_dir_name};
 pub use table::{TableContext, grid, render_table, short_label};
 
 /// Shell-style glob match (`*` any run, `?` one character) for scenario names.
@@ -26,7 +26,15 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::glob_match;
+    use super::{glob_match, server_dir_name};
+
+    #[test]
+    fn server_names_are_directory_names() {
+        assert_eq!(server_dir_name("redis-6.2"), "redis-6.2");
+        assert_eq!(server_dir_name("valkey-9.1.2"), "valkey-9.1.2");
+        assert_eq!(server_dir_name(".."), "__");
+        assert_eq!(server_dir_name("a/b"), "a_b");
+    }
 
     #[test]
     fn globs() {

@@ -36,6 +36,8 @@ fn cell_text(cell: &Cell) -> String {
             .collect()
     };
     let text = match report.verdict {
+        // Its commands fail on this server: the invariants could not be observed.
+        Verdict::Unknown if version_note(cell).is_some() => "unknown: server too old".to_owned(),
         Verdict::Valid => "pass".to_owned(),
         Verdict::Invalid => format!("**{}**", broken(Verdict::Invalid).join(", ")),
         Verdict::Unknown => format!("unknown: {}", broken(Verdict::Unknown).join(", ")),
@@ -47,13 +49,15 @@ fn cell_text(cell: &Cell) -> String {
     }
 }
 
-/// A scenario × limiter grid of `cells` in Markdown, each cell's text from `text` (given
-/// the cell's position in `cells`); "–" where no cell ran.
+/// A scenario × limiter grid of `cells` (those on `server`, when the matrix has servers)
+/// in Markdown, each cell's text from `text` (given the cell's position in `cells`); "–"
+/// where no cell ran.
 pub fn grid(
     out: &mut String,
     scenarios: &[String],
     limiters: &[String],
     cells: &[Cell],
+    server: Option<&str>,
     text: impl Fn(usize) -> String,
 ) {
     let _ = writeln!(out, "| scenario | {} |", limiters.join(" | "));
@@ -64,7 +68,7 @@ pub fn grid(
             .map(|l| {
                 cells
                     .iter()
-                    .position(|c| &c.scenario == scenario && &c.limiter == l)
+                    .position(|c| &c.scenario == scenario && &c.limiter == l && c.server.as_deref() == server)
                     .map_or_else(|| "–".to_owned(), &text)
             })
             .collect();
@@ -84,6 +88,9 @@ pub struct TableContext {
     pub runs: String,
     /// Where the cells' reviewed snapshots are, when there is a baseline.
     pub baseline: Option<String>,
+    /// The servers of `--servers`, as (name, what it says it is: "redis 6.2.14"), in order:
+    /// one table each. Empty: one table, no server dimension.
+    pub servers: Vec<(String, String)>,
 }
 
 /// The whole table with its legend, differences from expectations and notes.
@@ -95,18 +102,34 @@ pub fn render_table(scenarios: &[Scenario], limiters: &[String], cells: &[Cell],
         .as_ref()
         .map(|b| format!(" and its reviewed snapshot in `{b}/SCENARIO--LIMITER.md`"))
         .unwrap_or_default();
+    let (every, layout) = if context.servers.is_empty() {
+        ("", "SCENARIO/LIMITER")
+    } else {
+        (" × every server (one table each)", "SERVER/SCENARIO/LIMITER")
+    };
     let _ = writeln!(
         out,
-        "Every scenario × every limiter, one fresh server per cell{}. A cell says `pass`, or which \
+        "Every scenario × every limiter{every}, one fresh server per cell{}. A cell says `pass`, or which \
          invariants broke; **†** marks a verdict that differs from what the scenario file expects (`[expect]`), \
          explained under Findings. Regenerate with `{}`; each cell's full report is in \
-         `{}/SCENARIO/LIMITER/report.md`{baseline}.\n",
+         `{}/{layout}/report.md`{baseline}.\n",
         context.backend.as_ref().map(|b| format!(" ({b})")).unwrap_or_default(),
         context.regenerate,
         context.runs
     );
     let names: Vec<String> = scenarios.iter().map(|s| s.name.clone()).collect();
-    grid(&mut out, &names, limiters, cells, |i| cell_text(&cells[i]));
+    if context.servers.is_empty() {
+        grid(&mut out, &names, limiters, cells, None, |i| cell_text(&cells[i]));
+    }
+    for (i, (server, version)) in context.servers.iter().enumerate() {
+        if i > 0 {
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(out, "## {server} ({version})\n");
+        grid(&mut out, &names, limiters, cells, Some(server), |i| {
+            cell_text(&cells[i])
+        });
+    }
     let legend: Vec<String> = Invariant::ALL
         .iter()
         .map(|i| format!("{} = `{}`", short_label(*i), i.name()))
@@ -137,14 +160,27 @@ fn findings(out: &mut String, cells: &[Cell]) {
         let why = cell
             .note
             .clone()
+            .or_else(|| version_note(cell))
             .unwrap_or_else(|| "not explained yet: read the cell's report".into());
+        let on = cell.server.as_ref().map(|s| format!("{s}: ")).unwrap_or_default();
         let _ = writeln!(
             out,
-            "- **{} × {}** ({expected}, got {got}): {why}",
+            "- **{on}{} × {}** ({expected}, got {got}): {why}",
             cell.scenario, cell.limiter
         );
     }
     let _ = writeln!(out);
+}
+
+/// The run's note that its limiter needs a newer server than the cell's (its commands
+/// fail there): the reason a cell on an older server differs from the expectation.
+fn version_note(cell: &Cell) -> Option<String> {
+    let report = cell.outcome.as_ref().ok()?;
+    let note = report
+        .problems
+        .iter()
+        .find_map(|p| p.strip_prefix(crate::runner::NEEDS_NEWER_SERVER))?;
+    Some(format!("the limiter {}", note.trim().trim_start_matches("limiter ")))
 }
 
 fn notes(out: &mut String, cells: &[Cell]) {
@@ -154,9 +190,10 @@ fn notes(out: &mut String, cells: &[Cell]) {
     }
     let _ = writeln!(out, "## Notes\n");
     for cell in noted {
+        let on = cell.server.as_ref().map(|s| format!("{s}: ")).unwrap_or_default();
         let _ = writeln!(
             out,
-            "- {} × {}: {}",
+            "- {on}{} × {}: {}",
             cell.scenario,
             cell.limiter,
             cell.note.as_deref().unwrap_or_default()

@@ -39,7 +39,9 @@ pub fn info_value<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 pub struct ServerInfo {
     /// e.g. "redis 7.0.15" or "valkey 9.1.2".
     pub version: String,
-    pub major_minor: (u32, u32),
+    /// (major, minor) of the Redis version whose commands it speaks: Redis's own version;
+    /// for Valkey, the `redis_version` it reports for compatibility (7.2 for Valkey 8 and 9).
+    pub redis_api: (u32, u32),
 }
 
 pub async fn server_info(conn: &mut MultiplexedConnection) -> RedisResult<ServerInfo> {
@@ -47,21 +49,23 @@ pub async fn server_info(conn: &mut MultiplexedConnection) -> RedisResult<Server
     Ok(parse_server_info(&info))
 }
 
-/// What an `INFO server` reply says the server is.
+/// What an `INFO server` reply says the server is. Valkey reports both `valkey_version`
+/// (its own, e.g. 9.1.2) and `redis_version` (7.2.4, the Redis it is compatible with, for
+/// clients that check it): the report names Valkey by its own version, and the limiters'
+/// minimum versions (`EXPIRE NX` needs Redis 7.0) are compared with `redis_version`.
 pub fn parse_server_info(info: &str) -> ServerInfo {
     let field = |name: &str| {
         info.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(':').map(|v| v.trim().to_owned()))
     };
-    let (product, version) = match field("valkey_version") {
-        Some(v) => ("valkey", v),
-        None => ("redis", field("redis_version").unwrap_or_else(|| "unknown".into())),
+    let redis = field("redis_version");
+    let version = match field("valkey_version") {
+        Some(v) => format!("valkey {v}"),
+        None => format!("redis {}", redis.as_deref().unwrap_or("unknown")),
     };
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let major_minor = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     ServerInfo {
-        version: format!("{product} {version}"),
-        major_minor,
+        version,
+        redis_api: crate::servers::series(redis.as_deref().unwrap_or_default()),
     }
 }
 
@@ -75,5 +79,16 @@ mod tests {
         assert_eq!(info_field(info, "expired_keys"), Some(12));
         assert_eq!(info_field(info, "evicted_keys"), Some(0));
         assert_eq!(info_field(info, "missing"), None);
+    }
+
+    #[test]
+    fn names_valkey_by_its_own_version_and_speaks_its_redis_api() {
+        let valkey = "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.1.2\r\n";
+        let info = parse_server_info(valkey);
+        assert_eq!(info.version, "valkey 9.1.2");
+        assert_eq!(info.redis_api, (7, 2));
+        let redis = parse_server_info("# Server\r\nredis_version:6.2.14\r\nredis_git_sha1:00000000\r\n");
+        assert_eq!(redis.version, "redis 6.2.14");
+        assert_eq!(redis.redis_api, (6, 2));
     }
 }

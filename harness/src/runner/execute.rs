@@ -20,7 +20,7 @@ use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, LimiterEnv};
 use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults};
 use crate::observer::{
-    SampleNow, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info, spawn_sampler,
+    SampleNow, ServerInfo, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info, spawn_sampler,
     subscribe_keyspace,
 };
 use crate::proxy::{InFlight, NemesisHook, Proxy};
@@ -93,7 +93,7 @@ pub async fn execute(
         reason: e.to_string(),
     };
     let info = server_info(&mut admin).await.map_err(connect_err)?;
-    check_version(config, &info.version, info.major_minor)?;
+    check_version(config, &info, recorder, clock);
 
     // The limiter starts first: an adapter's hello may describe its keys, which everything
     // after (the proxy, the observer, the setup, the checks) needs.
@@ -425,18 +425,28 @@ async fn final_audit(admin: &mut MultiplexedConnection, layout: &KeyLayout, reco
     }
 }
 
-fn check_version(config: &RunConfig, version: &str, have: (u32, u32)) -> Result<(), SetupError> {
+/// The start of the note a run records when its limiter needs a newer server than it got
+/// (the matrix explains such a cell with it).
+pub const NEEDS_NEWER_SERVER: &str = "needs a newer server:";
+
+/// A limiter that declares a newer Redis than the server speaks still runs: what its
+/// commands do on this server (an error on every request, for `EXPIRE … NX` on 6.2) is
+/// what a deployment on it would see, judged like any other run. The report says why.
+fn check_version(config: &RunConfig, info: &ServerInfo, recorder: &Recorder, clock: RunClock) {
     let need = config.limiter.redis_version_min();
-    if have >= need {
-        return Ok(());
+    if info.redis_api >= need {
+        return;
     }
-    Err(SetupError::LimiterPrepare {
-        limiter: config.limiter.name().to_owned(),
-        reason: format!(
-            "it needs Redis {}.{} or later and the server is {version}; pick another limiter or server (`--image`, `--redis-server`)",
-            need.0, need.1
-        ),
-    })
+    let detail = format!(
+        "{NEEDS_NEWER_SERVER} limiter `{}` uses commands of Redis {}.{} and later, and the server is {} (Redis {}.{} commands): expect them to fail; run it on a newer server, e.g. `--server redis-7.0`",
+        config.limiter.name(),
+        need.0,
+        need.1,
+        info.version,
+        info.redis_api.0,
+        info.redis_api.1
+    );
+    note(recorder, clock, "server-version", &detail);
 }
 
 async fn refuse_existing_keys(

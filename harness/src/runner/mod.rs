@@ -13,6 +13,7 @@ mod setup;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use execute::NEEDS_NEWER_SERVER;
 pub use judge::{Judgement, RunFacts, judge_history};
 pub use keys::resolve_layout;
 pub use progress::Progress;

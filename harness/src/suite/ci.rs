@@ -9,7 +9,7 @@ use super::baseline::{self, Comparison};
 use super::resolve::Suite;
 use crate::backend::Backend;
 use crate::error::SetupError;
-use crate::matrix::{Cell, MatrixConfig, MatrixLimiter, TableContext, render_table, run_matrix};
+use crate::matrix::{Cell, MatrixConfig, MatrixLimiter, MatrixServer, TableContext, render_table, run_matrix};
 use crate::scenario::Scenario;
 
 /// How `ci` runs beyond what the suite file says.
@@ -78,7 +78,7 @@ pub async fn run_ci(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOption
     let cells = run_matrix(MatrixConfig {
         scenarios: scenarios.clone(),
         limiters,
-        backend,
+        servers: vec![MatrixServer::only(backend)],
         jobs,
         runs_dir: runs_dir.clone(),
         seed: suite.seed,
@@ -96,6 +96,7 @@ pub async fn run_ci(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOption
             regenerate: "limiter-harness ci --accept".into(),
             runs: runs_dir.display().to_string(),
             baseline: Some(suite.baseline.display().to_string()),
+            servers: Vec::new(),
         };
         let now = render_table(&scenarios, &names, &cells, &context);
         let same = std::fs::read_to_string(path).is_ok_and(|t| t == now);

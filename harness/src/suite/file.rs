@@ -39,7 +39,9 @@ pub struct SuiteSection {
 pub struct ServerSection {
     pub backend: Option<BackendChoice>,
     pub url: Option<String>,
-    pub redis_server: Option<String>,
+    /// `--server`: an installed server's name or a binary's path (`redis_server`, its old name).
+    #[serde(alias = "redis_server")]
+    pub server: Option<String>,
     pub image: Option<String>,
     #[serde(default)]
     pub via_proxy: bool,

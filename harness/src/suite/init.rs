@@ -39,7 +39,9 @@ jobs = 4
 [server]
 # auto: a local redis-server per cell when one is installed, else a container per cell.
 backend = "auto"
-# redis_server = "/usr/bin/redis-server"
+# The server: an installed one (`limiter-harness server install redis-6.2`, then
+# `limiter-harness server list`) or a binary's path. Default: redis-server in PATH.
+# server = "redis-7.0"
 
 [[limiter]]
 # A short name: it names the cells and their baseline files.

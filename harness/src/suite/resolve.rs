@@ -50,7 +50,8 @@ pub struct SuiteLimiter {
 pub struct SuiteServer {
     pub backend: BackendChoice,
     pub url: Option<String>,
-    pub redis_server: PathBuf,
+    /// `--server NAME|PATH`; `None`: the default (redis-server in PATH).
+    pub server: Option<String>,
     pub image: Option<String>,
     pub via_proxy: bool,
     pub allow_reconfigure: bool,
@@ -184,7 +185,7 @@ fn server(section: Option<&ServerSection>) -> SuiteServer {
             BackendChoice::Auto
         }),
         url: s.url.clone(),
-        redis_server: PathBuf::from(s.redis_server.as_deref().unwrap_or("redis-server")),
+        server: s.server.clone(),
         image: s.image.clone(),
         via_proxy: s.via_proxy,
         allow_reconfigure: s.allow_reconfigure,
@@ -268,5 +269,30 @@ impl Suite {
                 shipped => shipped.load(),
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITER: &str = "\n[[limiter]]\nspec = \"lua-fixed-window\"\n";
+
+    #[test]
+    fn the_server_section_names_a_server_and_keeps_the_old_key() {
+        let suite = |server: &str| {
+            parse_suite(
+                Path::new("limiter-harness.toml"),
+                &format!("[server]\n{server}{LIMITER}"),
+            )
+        };
+        let named = suite("server = \"redis-6.2\"\n").unwrap();
+        assert_eq!(named.server.server.as_deref(), Some("redis-6.2"));
+        let old = suite("redis_server = \"/usr/bin/redis-server\"\n").unwrap();
+        assert_eq!(old.server.server.as_deref(), Some("/usr/bin/redis-server"));
+        let none = suite("backend = \"process\"\n").unwrap();
+        assert_eq!(none.server.server, None);
+        let both = suite("server = \"redis-6.2\"\nredis_server = \"redis-server\"\n").unwrap_err();
+        assert!(both.to_string().contains("duplicate field"), "{both}");
     }
 }

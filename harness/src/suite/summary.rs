@@ -63,7 +63,7 @@ pub fn render_summary(
             format!("**{differing} differ from the baseline**")
         }
     );
-    grid(&mut out, scenarios, limiters, cells, |i| {
+    grid(&mut out, scenarios, limiters, cells, None, |i| {
         format!("{}{}", verdict_words(&cells[i]), standing(&compared[i]))
     });
     if differing == 0 {
@@ -99,6 +99,9 @@ pub fn render_summary(
 pub struct CellJson {
     pub scenario: String,
     pub limiter: String,
+    /// The server's name, in a matrix over `--servers`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// valid, invalid, unknown, or error (the cell could not run).
     pub verdict: String,
     /// Verdict per invariant.
@@ -133,6 +136,7 @@ impl CellJson {
         Self {
             scenario: cell.scenario.clone(),
             limiter: cell.limiter.clone(),
+            server: cell.server.clone(),
             verdict,
             invariants,
             baseline: compared.map(|c| {

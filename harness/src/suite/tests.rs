@@ -69,6 +69,7 @@ fn regressed_cell() -> Cell {
     Cell {
         scenario: "tiny".into(),
         limiter: "api".into(),
+        server: None,
         expected_fail: false,
         note: None,
         outcome: Ok(judged.report),
