@@ -9,7 +9,10 @@ use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
 use super::image::ensure_image;
-use super::{Backend, BackendOptions, LABEL, LABEL_RUN, ServerHandle, free_port, server_flag, server_for, wait_ready};
+use super::{
+    Backend, BackendOptions, LABEL, LABEL_RUN, ServerHandle, StartOptions, free_port, server_flag, server_for,
+    wait_ready,
+};
 use crate::error::SetupError;
 use crate::history::ServerRole;
 use crate::servers::LocalServer;
@@ -109,7 +112,12 @@ impl Backend for ContainerBackend {
 
     /// The container shares the host's network and its server binds 127.0.0.1 with
     /// protected mode on: nothing off this machine can reach it, while it runs or after.
-    async fn start(&self, role: ServerRole, run_id: &str) -> Result<Box<dyn ServerHandle>, SetupError> {
+    async fn start(
+        &self,
+        role: ServerRole,
+        run_id: &str,
+        options: StartOptions,
+    ) -> Result<Box<dyn ServerHandle>, SetupError> {
         let fail = |reason: String| SetupError::ServerStart {
             backend: format!("container {}", self.image()),
             reason,
@@ -119,7 +127,7 @@ impl Backend for ContainerBackend {
         // then exits before it is ready, and the next attempt takes another port.
         for _attempt in 0..5 {
             let port = free_port().map_err(&fail)?;
-            let container = match self.request(role, run_id, port).start().await {
+            let container = match self.request(role, run_id, port, options).start().await {
                 Ok(container) => container,
                 Err(e) => {
                     last_error = format!("port {port}: {e}");
@@ -142,23 +150,28 @@ impl Backend for ContainerBackend {
 }
 
 impl ContainerBackend {
-    fn request(&self, role: ServerRole, run_id: &str, port: u16) -> testcontainers::ContainerRequest<GenericImage> {
+    fn request(
+        &self,
+        role: ServerRole,
+        run_id: &str,
+        port: u16,
+        options: StartOptions,
+    ) -> testcontainers::ContainerRequest<GenericImage> {
+        let port = port.to_string();
+        let mut cmd = vec![
+            self.program.as_str(),
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--protected-mode",
+            "yes",
+        ];
+        cmd.extend(options.persistence_args());
         GenericImage::new(self.name.as_str(), self.tag.as_str())
             .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
             .with_network("host")
-            .with_cmd([
-                self.program.as_str(),
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--protected-mode",
-                "yes",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+            .with_cmd(cmd)
             .with_label(LABEL, "server")
             .with_label(LABEL_RUN, run_id)
             .with_label("limiter-harness.role", role_name(role))
@@ -192,5 +205,25 @@ impl ServerHandle for ContainerHandle {
 
     async fn stop(self: Box<Self>) -> Result<(), String> {
         self.container.rm().await.map_err(|e| e.to_string())
+    }
+
+    /// `docker stop -t 0` (SIGKILL at once, as a crash) and `docker start`: the container's
+    /// filesystem, and so an append-only file, survives.
+    async fn restart(&self) -> Result<(), String> {
+        self.container
+            .stop_with_timeout(Some(0))
+            .await
+            .map_err(|e| format!("docker stop: {e}"))?;
+        self.container.start().await.map_err(|e| format!("docker start: {e}"))?;
+        wait_ready(&self.url, Duration::from_secs(10)).await
+    }
+
+    async fn pause(&self, pause: Duration) -> Result<(), String> {
+        self.container.pause().await.map_err(|e| format!("docker pause: {e}"))?;
+        tokio::time::sleep(pause).await;
+        self.container
+            .unpause()
+            .await
+            .map_err(|e| format!("docker unpause: {e}"))
     }
 }

@@ -76,16 +76,50 @@ pub trait Backend: Send + Sync {
     fn reproduce_flags(&self) -> String;
     /// Start one server for `role`. `run_id` must start with the pid of the process that
     /// owns the run and a dash (`clean` spares servers whose owner is alive).
-    async fn start(&self, role: ServerRole, run_id: &str) -> Result<Box<dyn ServerHandle>, SetupError>;
+    async fn start(
+        &self,
+        role: ServerRole,
+        run_id: &str,
+        options: StartOptions,
+    ) -> Result<Box<dyn ServerHandle>, SetupError>;
 }
 
-/// A running server. `stop` removes it (container) or kills it (process).
+/// How a server is started, beyond what every run needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StartOptions {
+    /// Keep an append-only file, fsynced on every write (`--appendonly yes --appendfsync
+    /// always`), so that a restart loses nothing acknowledged.
+    pub appendonly: bool,
+}
+
+impl StartOptions {
+    /// The server's persistence flags.
+    pub fn persistence_args(self) -> [&'static str; 6] {
+        if self.appendonly {
+            ["--save", "", "--appendonly", "yes", "--appendfsync", "always"]
+        } else {
+            ["--save", "", "--appendonly", "no", "--appendfsync", "everysec"]
+        }
+    }
+}
+
+/// A running server. `stop` removes it (container) or kills it (process); `restart` and
+/// `pause` are the nemesis's server faults.
 #[async_trait]
 pub trait ServerHandle: Send + Sync {
     fn url(&self) -> &str;
     /// e.g. "container 3f2a9c1b (limiter-harness/redis:7.0.15)".
     fn describe(&self) -> String;
     async fn stop(self: Box<Self>) -> Result<(), String>;
+    /// Kill the server (as a crash would) and start it again on the same port and directory;
+    /// returns once it answers PING again. It keeps what its [`StartOptions`] persist.
+    async fn restart(&self) -> Result<(), String> {
+        Err("this backend cannot restart its server".into())
+    }
+    /// Stop the server's process for `pause` (SIGSTOP, `docker pause`), then let it go on.
+    async fn pause(&self, _pause: Duration) -> Result<(), String> {
+        Err("this backend cannot pause its server".into())
+    }
 }
 
 /// Pick the backend the options ask for, checking its prerequisites.

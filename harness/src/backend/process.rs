@@ -7,9 +7,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use tokio::process::{Child, Command};
+use tokio::sync::Mutex;
 
-use super::{Backend, ServerHandle, free_port, server_flag, wait_ready};
+use super::{Backend, ServerHandle, StartOptions, free_port, server_flag, wait_ready};
 use crate::error::SetupError;
 use crate::history::ServerRole;
 use crate::servers::{LocalServer, local_server};
@@ -39,33 +42,35 @@ impl ProcessBackend {
     pub fn server(&self) -> &LocalServer {
         &self.server
     }
+}
 
-    async fn try_start(&self, port: u16, dir: &Path) -> Result<Child, String> {
-        let log = std::fs::File::create(dir.join("redis.log")).map_err(|e| e.to_string())?;
-        Command::new(&self.server.binary)
-            .envs(self.server.env())
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--protected-mode",
-                "yes",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(dir)
-            .args(["--daemonize", "no"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("spawning {}: {e}", self.server.binary.display()))
-    }
+/// Spawn `server` on `port` with its files in `dir` (its log appended to `dir/redis.log`).
+fn spawn_server(server: &LocalServer, port: u16, dir: &Path, options: StartOptions) -> Result<Child, String> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("redis.log"))
+        .map_err(|e| e.to_string())?;
+    Command::new(&server.binary)
+        .envs(server.env())
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--protected-mode",
+            "yes",
+        ])
+        .args(options.persistence_args())
+        .arg("--dir")
+        .arg(dir)
+        .args(["--daemonize", "no"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("spawning {}: {e}", server.binary.display()))
 }
 
 /// The `process_id` the server at `url` reports.
@@ -100,7 +105,12 @@ impl Backend for ProcessBackend {
         format!("--backend process{}", server_flag(self.server.spec.as_deref()))
     }
 
-    async fn start(&self, _role: ServerRole, run_id: &str) -> Result<Box<dyn ServerHandle>, SetupError> {
+    async fn start(
+        &self,
+        _role: ServerRole,
+        run_id: &str,
+        options: StartOptions,
+    ) -> Result<Box<dyn ServerHandle>, SetupError> {
         let fail = |reason: String| SetupError::ServerStart {
             backend: "process".into(),
             reason,
@@ -112,7 +122,7 @@ impl Backend for ProcessBackend {
         let mut last_error = String::new();
         for _attempt in 0..5 {
             let port = free_port().map_err(&fail)?;
-            let mut child = self.try_start(port, dir.path()).await.map_err(&fail)?;
+            let mut child = spawn_server(&self.server, port, dir.path(), options).map_err(&fail)?;
             let url = format!("redis://127.0.0.1:{port}");
             let pid = child.id().unwrap_or_default();
             // Recorded at once, so that `clean` finds it even if the harness dies while it starts.
@@ -134,11 +144,13 @@ impl Backend for ProcessBackend {
             match ready {
                 Ok(()) => {
                     return Ok(Box::new(ProcessHandle {
-                        child,
+                        child: Mutex::new(Running { child, pid, pid_file }),
                         url,
-                        pid,
-                        pid_file,
-                        _dir: dir,
+                        port,
+                        server: self.server.clone(),
+                        options,
+                        run_id: run_id.to_owned(),
+                        dir,
                     }));
                 }
                 Err(e) => {
@@ -154,11 +166,20 @@ impl Backend for ProcessBackend {
 }
 
 struct ProcessHandle {
-    child: Child,
+    child: Mutex<Running>,
     url: String,
+    port: u16,
+    server: LocalServer,
+    options: StartOptions,
+    run_id: String,
+    dir: tempfile::TempDir,
+}
+
+/// The server process now running (a restart replaces it).
+struct Running {
+    child: Child,
     pid: u32,
     pid_file: PathBuf,
-    _dir: tempfile::TempDir,
 }
 
 #[async_trait]
@@ -168,12 +189,59 @@ impl ServerHandle for ProcessHandle {
     }
 
     fn describe(&self) -> String {
-        format!("process {} ({})", self.pid, self.url)
+        format!("process on {}", self.url)
     }
 
-    async fn stop(mut self: Box<Self>) -> Result<(), String> {
-        let result = self.child.kill().await.map_err(|e| e.to_string());
-        let _ = std::fs::remove_file(&self.pid_file);
+    async fn stop(self: Box<Self>) -> Result<(), String> {
+        let mut running = self.child.into_inner();
+        let result = running.child.kill().await.map_err(|e| e.to_string());
+        let _ = std::fs::remove_file(&running.pid_file);
         result
+    }
+
+    async fn restart(&self) -> Result<(), String> {
+        let mut running = self.child.lock().await;
+        running
+            .child
+            .kill()
+            .await
+            .map_err(|e| format!("killing the server: {e}"))?;
+        let _ = std::fs::remove_file(&running.pid_file);
+        // The port was the old process's: it is free once the process is gone (Redis binds
+        // with SO_REUSEADDR), unless someone else takes it meanwhile.
+        let mut child = spawn_server(&self.server, self.port, self.dir.path(), self.options)?;
+        let pid = child.id().unwrap_or_default();
+        let pid_file = pid_dir().join(pid.to_string());
+        let _ = std::fs::write(
+            &pid_file,
+            format!("{}\n{}\n", self.server.binary.display(), self.run_id),
+        );
+        let ready = wait_ready(&self.url, Duration::from_secs(10)).await;
+        let answered = match ready {
+            Ok(()) => server_pid(&self.url).await,
+            Err(e) => Err(e),
+        };
+        match answered {
+            Ok(answered) if answered == pid && matches!(child.try_wait(), Ok(None)) => {
+                *running = Running { child, pid, pid_file };
+                Ok(())
+            }
+            other => {
+                let _ = child.kill().await;
+                let _ = std::fs::remove_file(&pid_file);
+                Err(match other {
+                    Ok(answered) => format!("port {} was taken by process {answered} during the restart", self.port),
+                    Err(e) => format!("the restarted server did not come back: {e}"),
+                })
+            }
+        }
+    }
+
+    async fn pause(&self, pause: Duration) -> Result<(), String> {
+        let running = self.child.lock().await;
+        let pid = Pid::from_raw(running.pid as i32);
+        kill(pid, Signal::SIGSTOP).map_err(|e| format!("SIGSTOP to {pid}: {e}"))?;
+        tokio::time::sleep(pause).await;
+        kill(pid, Signal::SIGCONT).map_err(|e| format!("SIGCONT to {pid}: {e}"))
     }
 }

@@ -33,7 +33,12 @@ impl Backend for UrlBackend {
         format!("--backend url --url {}", self.url)
     }
 
-    async fn start(&self, role: ServerRole, _run_id: &str) -> Result<Box<dyn ServerHandle>, SetupError> {
+    async fn start(
+        &self,
+        role: ServerRole,
+        _run_id: &str,
+        _options: super::StartOptions,
+    ) -> Result<Box<dyn ServerHandle>, SetupError> {
         if role == ServerRole::Cache {
             return Err(SetupError::Usage(
                 "this scenario puts its cache on a separate server ([cache_server]), which --backend url cannot start; run it with the container or process backend".into(),

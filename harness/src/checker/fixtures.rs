@@ -44,6 +44,7 @@ pub(crate) fn config(invariants: &[Invariant]) -> CheckConfig {
         ttl_slack_ms: 0,
         ttl_max_ms: None,
         deadline_ms: None,
+        on_server_error: Default::default(),
     }
 }
 

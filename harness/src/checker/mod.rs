@@ -5,6 +5,7 @@
 mod admitted;
 mod bound;
 mod double;
+mod failing;
 mod leaks;
 mod liveness;
 mod lockout;
@@ -70,6 +71,7 @@ fn check_one(invariant: Invariant, input: &CheckInput<'_>) -> CheckResult {
         Invariant::NoLeakedKeys => leaks::no_leaked_keys(input),
         Invariant::NoDoubleCount => double::no_double_count(input),
         Invariant::ErrorsSurfaced => surfaced::errors_surfaced(input),
+        Invariant::FailsAsDeclared => failing::fails_as_declared(input),
     }
 }
 
@@ -87,7 +89,7 @@ fn downgrade_if_blind(mut result: CheckResult, history: &HistoryIndex) -> CheckR
     } else if history.requests.is_empty() {
         result.verdict = Verdict::Unknown;
         result.summary = "the run sent no request: there was no behaviour to judge".to_owned();
-    } else if result.invariant != Invariant::ErrorsSurfaced
+    } else if !matches!(result.invariant, Invariant::ErrorsSurfaced | Invariant::FailsAsDeclared)
         && !history.requests.is_empty()
         && !history
             .requests

@@ -7,10 +7,12 @@
 //! A key's window is over once its TTL ran out, or once its identity's requests moved on to
 //! other keys (a key per window).
 
+use std::collections::BTreeMap;
+
 use super::unseen::keys_unseen;
 use super::{Anomaly, CheckInput, CheckResult, Verdict, ms};
-use crate::history::{HistoryIndex, Request};
-use crate::scenario::Invariant;
+use crate::history::{HistoryIndex, Outage, Outcome, Request};
+use crate::scenario::{FaultKind, Invariant};
 
 /// Keyspace notifications arrive on their own connection: how late one may be seen after
 /// the reply to the request that triggered it.
@@ -33,6 +35,7 @@ pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
             }
         }
     }
+    anomalies.extend(restart_losses(input));
     let mut drops = Drops::default();
     if input.algorithm.counts_only_grow() {
         for key in history.by_key.keys() {
@@ -182,6 +185,82 @@ fn eviction(history: &HistoryIndex, key: &str, t_us: u64) -> Anomaly {
     }
 }
 
+/// Every limiter key live when the server restarted without persistence was lost with it:
+/// a reset, whatever the algorithm, attributed to the restart. A key is live if the last
+/// sample before the restart saw it with time to live left, or a request completed on it
+/// within the window before.
+fn restart_losses(input: &CheckInput<'_>) -> Vec<Anomaly> {
+    let history = input.history;
+    let window_us = input.limit.window_ms * 1000;
+    let mut anomalies = Vec::new();
+    for outage in history
+        .outages
+        .iter()
+        .filter(|o| o.kind == FaultKind::ServerRestart && !o.keys_kept)
+    {
+        let mut live: BTreeMap<String, String> = BTreeMap::new();
+        if let Some(sample) = history
+            .samples
+            .iter()
+            .filter(|s| s.t_end_us <= outage.start_us)
+            .next_back()
+        {
+            for k in sample.keys.iter().filter(|k| {
+                k.pttl_ms == -1 || (k.pttl_ms >= 0 && sample.t_end_us + k.pttl_ms as u64 * 1000 > outage.start_us)
+            }) {
+                live.insert(
+                    k.key.clone(),
+                    format!(
+                        "sampled {} before the restart with PTTL {} ms",
+                        ms(outage.start_us - sample.t_end_us),
+                        k.pttl_ms
+                    ),
+                );
+            }
+        }
+        for r in history.requests.iter().filter(|r| {
+            r.complete_us
+                .is_some_and(|c| c <= outage.start_us && c + window_us > outage.start_us)
+                && matches!(r.outcome, Some(Outcome::Allowed | Outcome::Rejected))
+        }) {
+            for key in &r.keys {
+                live.entry(key.clone()).or_insert_with(|| {
+                    format!(
+                        "request #{} used it {} before the restart",
+                        r.id,
+                        ms(outage.start_us - r.complete_us.unwrap_or_default())
+                    )
+                });
+            }
+        }
+        for (key, seen) in live {
+            anomalies.push(Anomaly {
+                kind: "reset-by-restart".into(),
+                key: key.clone(),
+                requests: Vec::new(),
+                seen: vec![seen, format!("fault {}: server-restart without persistence", outage.fault)],
+                t_us: outage.start_us,
+                because: format!(
+                    "the server restarted without persistence (fault {}) while {key}'s window was live: its state was lost",
+                    outage.fault
+                ),
+            });
+        }
+    }
+    anomalies
+}
+
+/// Whether `key`'s TTL, as last sampled before the outage, ran out before the server was back.
+fn outage_outlived(history: &HistoryIndex, key: &str, outage: &Outage) -> bool {
+    history
+        .samples
+        .iter()
+        .filter(|s| s.t_end_us <= outage.start_us)
+        .filter_map(|s| s.keys.iter().find(|k| k.key == key).map(|k| (s, k.pttl_ms)))
+        .next_back()
+        .is_some_and(|(s, pttl)| pttl >= 0 && s.t_end_us + pttl as u64 * 1000 <= outage.end_us + DEADLINE_SLACK_US)
+}
+
 #[derive(Default)]
 struct Drops {
     expired: usize,
@@ -217,8 +296,14 @@ fn find_drops(history: &HistoryIndex, key: &str, drops: &mut Drops, anomalies: &
         }
         let window = history.keyspace_between(key, a.invoke_us, b.end_us().saturating_add(NOTIFY_DELAY_US));
         let kinds: Vec<&str> = window.map(|(_, e)| e.as_str()).collect();
+        let restart = history
+            .outages
+            .iter()
+            .find(|o| o.kind == FaultKind::ServerRestart && o.within(a.invoke_us, b.end_us()));
         if kinds.contains(&"evicted") {
             // Reported from the notification itself.
+        } else if restart.is_some_and(|o| !o.keys_kept) {
+            // Reported from the restart: every live key was lost with it.
         } else if kinds.contains(&"expired") {
             drops.expired += 1;
         } else if kinds.contains(&"del") {
@@ -229,13 +314,30 @@ fn find_drops(history: &HistoryIndex, key: &str, drops: &mut Drops, anomalies: &
                 "reset-by-del",
                 "a DEL removed it while its window was live",
             ));
+        } else if let Some(outage) = restart {
+            // The server kept its keys (an append-only file): unless the key's TTL ran out
+            // while it was down (its expiry then goes unnotified), the restart lost it.
+            if outage_outlived(history, key, outage) {
+                drops.expired += 1;
+            } else {
+                anomalies.push(drop_anomaly(
+                    key,
+                    a,
+                    b,
+                    "reset-by-restart",
+                    &format!(
+                        "the server restarted with its append-only file (fault {}) and came back without it",
+                        outage.fault
+                    ),
+                ));
+            }
         } else if history.keyspace_complete {
             anomalies.push(drop_anomaly(
                 key,
                 a,
                 b,
                 "reset-unexplained",
-                "it vanished with no expired, evicted or del notification (a restart, FLUSHALL or failover?)",
+                "it vanished with no expired, evicted or del notification, and no server fault in between (a restart, FLUSHALL or failover?)",
             ));
         } else {
             drops.unexplained_blind += 1;

@@ -24,7 +24,11 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, SetupError> {
     })?;
     let processes = ProcessBackend::from_server(crate::servers::resolve_server(args.server.as_deref())?);
     let server = processes
-        .start(ServerRole::Limiter, &format!("{}-bench", std::process::id()))
+        .start(
+            ServerRole::Limiter,
+            &format!("{}-bench", std::process::id()),
+            Default::default(),
+        )
         .await?;
     let url = server.url().to_owned();
     let result = measure(&args, limiter, &url).await;

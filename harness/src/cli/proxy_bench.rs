@@ -24,7 +24,11 @@ const TESTS: [&str; 3] = ["SET", "GET", "INCR"];
 pub async fn bench_proxy(args: &BenchArgs) -> Result<ExitCode, SetupError> {
     let processes = ProcessBackend::from_server(crate::servers::resolve_server(args.server.as_deref())?);
     let server = processes
-        .start(ServerRole::Limiter, &format!("{}-proxy-bench", std::process::id()))
+        .start(
+            ServerRole::Limiter,
+            &format!("{}-proxy-bench", std::process::id()),
+            Default::default(),
+        )
         .await?;
     let url = server.url().to_owned();
     let result = async {

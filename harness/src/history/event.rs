@@ -143,6 +143,17 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         keys: Vec<String>,
     },
+    /// A server fault made the limiter's server unable to answer, from `t_start_us` until it
+    /// answered again at `t_end_us` (a pause, a restart).
+    Outage {
+        t_start_us: u64,
+        t_end_us: u64,
+        /// Index of the fault in the scenario's [[fault]] list.
+        fault: usize,
+        kind: FaultKind,
+        /// The server came back with its keys (a restart with an append-only file, a pause).
+        keys_kept: bool,
+    },
     /// Something stopped the harness from seeing or doing what it needed.
     Problem {
         t_us: u64,

@@ -133,6 +133,8 @@ pub struct HistoryIndex {
     pub keyspace_complete: bool,
     /// What the nemesis did, in order.
     pub faults: Vec<FaultRecord>,
+    /// When the server could not answer (server faults), in order.
+    pub outages: Vec<Outage>,
     /// Keys the scenario planted before traffic, with when.
     pub planted: BTreeMap<String, u64>,
     /// What the fault proxy saw clients send, in order (empty when no proxy ran).
@@ -173,6 +175,23 @@ pub struct WireRecord {
     pub conn: u64,
     pub request: Option<u64>,
     pub commands: Vec<String>,
+}
+
+/// A time the limiter's server could not answer (a server fault's [`Event::Outage`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outage {
+    pub start_us: u64,
+    pub end_us: u64,
+    pub fault: usize,
+    pub kind: FaultKind,
+    pub keys_kept: bool,
+}
+
+impl Outage {
+    /// Whether the outage lies within [`from_us`, `to_us`].
+    pub fn within(&self, from_us: u64, to_us: u64) -> bool {
+        from_us <= self.start_us && self.end_us <= to_us
+    }
 }
 
 /// One thing the nemesis did.
@@ -334,6 +353,19 @@ impl HistoryIndex {
                     commands,
                 });
             }
+            Event::Outage {
+                t_start_us,
+                t_end_us,
+                fault,
+                kind,
+                keys_kept,
+            } => self.outages.push(Outage {
+                start_us: t_start_us,
+                end_us: t_end_us,
+                fault,
+                kind,
+                keys_kept,
+            }),
             Event::Flood {
                 writes_ok,
                 writes_failed,

@@ -7,5 +7,5 @@ mod index;
 mod recorder;
 
 pub use event::{Event, KeySample, LimiterFacts, Outcome, PhaseEdge, ServerRole};
-pub use index::{FaultRecord, HistoryIndex, PhaseSpan, Problem, Request, Sample, WireRecord};
+pub use index::{FaultRecord, HistoryIndex, Outage, PhaseSpan, Problem, Request, Sample, WireRecord};
 pub use recorder::{Recorder, RecorderHandle, append_history, read_history};

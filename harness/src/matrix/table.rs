@@ -19,6 +19,7 @@ pub fn short_label(invariant: Invariant) -> &'static str {
         Invariant::NoLeakedKeys => "leaked keys",
         Invariant::NoDoubleCount => "double count",
         Invariant::ErrorsSurfaced => "error swallowed",
+        Invariant::FailsAsDeclared => "fails wrongly",
     }
 }
 

@@ -9,8 +9,10 @@ mod flood;
 mod gap;
 mod gate;
 mod rules;
+mod server;
 
 pub use flood::{CACHE_PREFIX, CacheFlood, FloodTotals};
 pub use gap::{GapHook, GapOutcome, Nemesis, NoFaults};
 pub use gate::Hold;
 pub use rules::{CommandRule, GapMatch, GapRule};
+pub use server::{ServerNemesis, limiter_clients};

@@ -118,6 +118,7 @@ impl SampleNow {
 /// recorded as problems, not fatal.
 pub fn spawn_sampler(
     mut conn: MultiplexedConnection,
+    url: String,
     layout: KeyLayout,
     interval: Duration,
     recorder: Recorder,
@@ -148,17 +149,25 @@ pub fn spawn_sampler(
                         keys,
                     });
                 }
-                Err(e) if !failing => {
-                    failing = true;
-                    recorder.record(Event::Problem {
-                        t_us: clock.now_us(),
-                        source: "sampler".into(),
-                        detail: format!("sampling the limiter's keys failed: {e}"),
-                        fatal: false,
-                        noted: false,
-                    });
+                Err(e) => {
+                    if !failing {
+                        failing = true;
+                        recorder.record(Event::Problem {
+                            t_us: clock.now_us(),
+                            source: "sampler".into(),
+                            detail: format!("sampling the limiter's keys failed: {e}"),
+                            fatal: false,
+                            noted: false,
+                        });
+                    }
+                    // A restarted server: the old connection is gone for good.
+                    if (e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error())
+                        && let Ok(Ok(fresh)) =
+                            tokio::time::timeout(Duration::from_secs(1), crate::runner::connect(&url)).await
+                    {
+                        conn = fresh;
+                    }
                 }
-                Err(_) => {}
             }
         }
         taken

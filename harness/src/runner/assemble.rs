@@ -1,10 +1,12 @@
 //! Put the report together from the facts, the index and the verdicts of a history.
 
 use super::judge::RunFacts;
-use crate::checker::{CheckResult, Verdict};
+use crate::checker::{CheckResult, Verdict, ms};
 use crate::history::{HistoryIndex, LimiterFacts, Outcome, ServerRole};
 use crate::report::{Counts, FaultSummary, KeysSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};
-use crate::scenario::{CacheTarget, CommandFault, CommandFaultAction, Fault, GapFault, GapFaultAction, Scenario};
+use crate::scenario::{
+    CacheTarget, CommandFault, CommandFaultAction, Fault, GapFault, GapFaultAction, Scenario, ServerAction, ServerFault,
+};
 use crate::workload::plan;
 
 pub fn report(
@@ -127,6 +129,7 @@ fn faults(facts: &RunFacts, limiter: &LimiterFacts, scenario: &Scenario, index: 
                     }
                     (spec, outcome, writes_ok)
                 }
+                Fault::Server(s) => (server_spec(s), server_outcome(index, i, s), count),
             };
             FaultSummary {
                 index: i,
@@ -137,6 +140,42 @@ fn faults(facts: &RunFacts, limiter: &LimiterFacts, scenario: &Scenario, index: 
             }
         })
         .collect()
+}
+
+fn server_spec(fault: &ServerFault) -> String {
+    let what = match fault.action {
+        ServerAction::Restart { persistence } => format!("server-restart (persistence {})", persistence.name()),
+        ServerAction::Pause { pause_ms } => format!("server-pause for {pause_ms} ms"),
+        ServerAction::ScriptFlush => "script-flush".to_owned(),
+        ServerAction::ClientKill => "client-kill of the limiter's connections".to_owned(),
+    };
+    format!("{what}, {} ms into phase `{}`", fault.after_ms, fault.phase)
+}
+
+fn server_outcome(index: &HistoryIndex, i: usize, fault: &ServerFault) -> String {
+    match index.faults.iter().find(|f| f.fault == i) {
+        Some(struck) => {
+            let outage = index
+                .outages
+                .iter()
+                .find(|o| o.fault == i)
+                .map(|o| {
+                    format!(
+                        "; the server could not answer for {}",
+                        ms(o.end_us.saturating_sub(o.start_us))
+                    )
+                })
+                .unwrap_or_default();
+            format!("struck at {}: {}{outage}", ms(struck.t_us), struck.effect)
+        }
+        None if index.problems.iter().any(|p| p.source == "server-fault") => {
+            "could not strike (see the problems)".to_owned()
+        }
+        None => format!(
+            "never struck: phase `{}` ended before {} ms",
+            fault.phase, fault.after_ms
+        ),
+    }
 }
 
 fn gap_spec(kind: &str, gap: &GapFault) -> String {

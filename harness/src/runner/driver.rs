@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::progress::Progress;
-use super::setup::connect;
+use super::setup::connect_client;
 use crate::clock::RunClock;
 use crate::history::{Event, Outcome, PhaseEdge, Recorder};
 use crate::keys::KeyLayout;
@@ -156,7 +156,7 @@ impl Driver {
 
     /// Replace a connection that was closed under the client.
     async fn reconnect(&self, slot: usize) {
-        if let Ok(Ok(fresh)) = tokio::time::timeout(Duration::from_secs(1), connect(&self.url)).await {
+        if let Ok(Ok(fresh)) = tokio::time::timeout(Duration::from_secs(1), connect_client(&self.url)).await {
             *self.conns[slot].lock().expect("connection slot") = fresh;
         }
     }

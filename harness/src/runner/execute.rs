@@ -12,13 +12,13 @@ use super::RunConfig;
 use super::driver::Driver;
 use super::keys::{plant, resolve_layout};
 use super::progress::Progress;
-use super::setup::{Servers, configure, connect, restore, unlink};
+use super::setup::{Servers, configure, connect, connect_client, restore, unlink};
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, HistoryIndex, Recorder, ServerRole};
 use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, LimiterEnv};
-use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults};
+use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults, ServerNemesis};
 use crate::observer::{
     SampleNow, ServerInfo, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info, spawn_sampler,
     subscribe_keyspace,
@@ -139,6 +139,7 @@ pub async fn execute(
     let traffic = Traffic {
         schedule,
         nemesis,
+        server_nemesis: ServerNemesis::new(scenario, servers.limiter.as_ref(), events_on, recorder.clone(), clock),
         layout: &layout,
         floods: &floods,
         sample_now,
@@ -147,6 +148,14 @@ pub async fn execute(
     link.limiter.stop().await;
     if let Some(proxy) = link.proxy {
         proxy.stop().await;
+    }
+    if scenario
+        .faults
+        .iter()
+        .any(|f| f.kind() == crate::scenario::FaultKind::ServerRestart)
+    {
+        // The admin connection did not survive the restart.
+        admin = connect(&url).await?;
     }
 
     final_audit(&mut admin, &layout, recorder, clock).await;
@@ -396,6 +405,7 @@ async fn observe(
     let interval = Duration::from_millis(config.scenario.check.sample_interval_ms);
     let (sampler, sample_now) = spawn_sampler(
         connect(url).await?,
+        url.to_owned(),
         layout.clone(),
         interval,
         recorder.clone(),
@@ -525,6 +535,7 @@ async fn make_floods(
 struct Traffic<'a> {
     schedule: Schedule,
     nemesis: Arc<Nemesis>,
+    server_nemesis: ServerNemesis<'a>,
     layout: &'a KeyLayout,
     floods: &'a BTreeMap<String, Arc<CacheFlood>>,
     sample_now: SampleNow,
@@ -541,6 +552,7 @@ async fn drive(
     let Traffic {
         schedule,
         nemesis,
+        server_nemesis,
         layout,
         floods,
         sample_now,
@@ -557,7 +569,7 @@ async fn drive(
         .unwrap_or(1)
         .max(4);
     let conns: Vec<MultiplexedConnection> =
-        futures::future::try_join_all((0..pool).map(|_| connect(&link.url))).await?;
+        futures::future::try_join_all((0..pool).map(|_| connect_client(&link.url))).await?;
     let progress = Progress::new(schedule.total_requests(), config.show_progress);
     let wire_hook: Arc<dyn GapHook> = if link.inflight.is_some() {
         Arc::new(NoFaults)
@@ -579,9 +591,14 @@ async fn drive(
         sample_now,
     });
     for (index, (phase, plan)) in scenario.phases.iter().zip(&schedule.phases).enumerate() {
-        driver
-            .run_phase(index, &phase.name, plan, floods.get(&phase.name).cloned())
-            .await;
+        let ended = CancellationToken::new();
+        let run = async {
+            driver
+                .run_phase(index, &phase.name, plan, floods.get(&phase.name).cloned())
+                .await;
+            ended.cancel();
+        };
+        tokio::join!(run, server_nemesis.strike_in(&phase.name, &ended));
     }
     progress.finish();
     Ok(())

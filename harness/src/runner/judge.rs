@@ -146,7 +146,7 @@ impl RunFacts {
 fn event_time(event: &Event) -> Option<u64> {
     match event {
         Event::Run { .. } => None,
-        Event::Sample { t_end_us, .. } => Some(*t_end_us),
+        Event::Sample { t_end_us, .. } | Event::Outage { t_end_us, .. } => Some(*t_end_us),
         Event::Invoke { t_us, .. }
         | Event::Complete { t_us, .. }
         | Event::Limiter { t_us, .. }

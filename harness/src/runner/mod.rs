@@ -17,7 +17,7 @@ pub use execute::NEEDS_NEWER_SERVER;
 pub use judge::{Judgement, RunFacts, judge_history};
 pub use keys::resolve_layout;
 pub use progress::Progress;
-pub use setup::{RESPONSE_TIMEOUT, connect, restore as restore_settings};
+pub use setup::{HARNESS_CLIENT_NAME, RESPONSE_TIMEOUT, configure_after_restart, connect, restore as restore_settings};
 
 use crate::backend::Backend;
 use crate::clock::RunClock;
@@ -109,7 +109,16 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     if signals::interrupted() {
         return Err(SetupError::Interrupted);
     }
-    let servers = Servers::start(config.backend.as_ref(), needs_cache_server(&config.scenario), &run_id).await?;
+    let options = crate::backend::StartOptions {
+        appendonly: config.scenario.keeps_aof(),
+    };
+    let servers = Servers::start(
+        config.backend.as_ref(),
+        needs_cache_server(&config.scenario),
+        &run_id,
+        options,
+    )
+    .await?;
     let mut state = RunState {
         run_id: run_id.clone(),
         ..RunState::default()

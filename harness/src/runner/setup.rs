@@ -5,7 +5,7 @@ use std::time::Duration;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
-use crate::backend::{Backend, ServerHandle};
+use crate::backend::{Backend, ServerHandle, StartOptions};
 use crate::error::SetupError;
 use crate::history::ServerRole;
 use crate::observer::KEYSPACE_FLAGS;
@@ -14,8 +14,28 @@ use crate::scenario::ServerConfig;
 /// How long the harness waits for any reply before calling a request indeterminate.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// A new multiplexed connection with the harness's timeouts.
+/// The client name of the harness's own connections (observer, nemesis, setup): a
+/// `client-kill` fault spares them and kills the limiter's.
+pub const HARNESS_CLIENT_NAME: &str = "lh-harness";
+
+/// A new multiplexed connection of the harness's own, with its timeouts, named
+/// [`HARNESS_CLIENT_NAME`].
 pub async fn connect(url: &str) -> Result<MultiplexedConnection, SetupError> {
+    let mut conn = connect_client(url).await?;
+    let named: redis::RedisResult<()> = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg(HARNESS_CLIENT_NAME)
+        .query_async(&mut conn)
+        .await;
+    named.map_err(|e| SetupError::Connect {
+        url: url.to_owned(),
+        reason: format!("CLIENT SETNAME: {e}"),
+    })?;
+    Ok(conn)
+}
+
+/// A new multiplexed connection with the harness's timeouts, unnamed: the limiter's.
+pub async fn connect_client(url: &str) -> Result<MultiplexedConnection, SetupError> {
     let client = redis::Client::open(url).map_err(|e| SetupError::Connect {
         url: url.to_owned(),
         reason: e.to_string(),
@@ -39,14 +59,19 @@ pub struct Servers {
 }
 
 impl Servers {
-    pub async fn start(backend: &dyn Backend, needs_cache: bool, run_id: &str) -> Result<Self, SetupError> {
+    pub async fn start(
+        backend: &dyn Backend,
+        needs_cache: bool,
+        run_id: &str,
+        options: StartOptions,
+    ) -> Result<Self, SetupError> {
         if !needs_cache {
-            let limiter = backend.start(ServerRole::Limiter, run_id).await?;
+            let limiter = backend.start(ServerRole::Limiter, run_id, options).await?;
             return Ok(Self { limiter, cache: None });
         }
         let (limiter, cache) = tokio::join!(
-            backend.start(ServerRole::Limiter, run_id),
-            backend.start(ServerRole::Cache, run_id)
+            backend.start(ServerRole::Limiter, run_id, options),
+            backend.start(ServerRole::Cache, run_id, StartOptions::default())
         );
         match (limiter, cache) {
             (Ok(limiter), Ok(cache)) => Ok(Self {
@@ -118,6 +143,16 @@ pub async fn configure(
         applied.push(format!("{name} {value}"));
     }
     Ok(applied)
+}
+
+/// Apply the scenario's settings again on a server the nemesis restarted (on a server the
+/// harness started: nothing to save or restore).
+pub async fn configure_after_restart(url: &str, config: &ServerConfig, with_events: bool) -> Result<(), String> {
+    let mut conn = connect(url).await.map_err(|e| e.to_string())?;
+    configure(&mut conn, config, with_events, &mut Vec::new(), &|_| Ok(()))
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// Put back settings replaced by [`configure`] (servers the harness did not start).

@@ -92,6 +92,12 @@ pub struct FaultFile {
     pub ttl_s: Option<Spanned<i64>>,
     pub writes_per_request: Option<Spanned<i64>>,
     pub target: Option<Spanned<String>>,
+    /// Server faults: when, from the start of `phase`.
+    pub after_ms: Option<Spanned<i64>>,
+    /// `server-pause`: how long the server is stopped.
+    pub pause_ms: Option<Spanned<i64>>,
+    /// `server-restart`: `none` (every key lost) or `aof` (kept, fsync on every write).
+    pub persistence: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -102,6 +108,8 @@ pub struct CheckFile {
     pub ttl_slack_ms: Option<Spanned<i64>>,
     pub ttl_max_ms: Option<Spanned<i64>>,
     pub deadline_ms: Option<Spanned<i64>>,
+    /// What the limiter should answer while the server cannot: `error`, `fail-closed`, `fail-open`.
+    pub on_server_error: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -16,8 +16,8 @@ pub use load::{
 };
 pub use model::{
     Algorithm, CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, FaultKind, GapFault,
-    GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Phase, PhaseKind, Pick, Scenario,
-    ServerConfig, Setup, Spacing,
+    GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence, Phase, PhaseKind, Pick, Scenario,
+    ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup, Spacing,
 };
 
 #[cfg(test)]

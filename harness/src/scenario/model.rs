@@ -78,6 +78,22 @@ impl Scenario {
         }
     }
 
+    /// Whether a server fault restarts the server with its append-only file: the server must
+    /// keep one from the start.
+    pub fn keeps_aof(&self) -> bool {
+        self.faults.iter().any(|f| {
+            matches!(
+                f,
+                Fault::Server(ServerFault {
+                    action: ServerAction::Restart {
+                        persistence: Persistence::Aof
+                    },
+                    ..
+                })
+            )
+        })
+    }
+
     /// Whether running this scenario changes a server's configuration or floods it.
     pub fn disrupts_server(&self) -> Vec<String> {
         let mut reasons = Vec::new();
@@ -91,6 +107,15 @@ impl Scenario {
                 reasons.push(format!(
                     "fault memory-pressure writes cold cache entries during phase `{}` to evict keys",
                     pressure.phase
+                ));
+            }
+        }
+        for fault in &self.faults {
+            if let Fault::Server(s) = fault {
+                reasons.push(format!(
+                    "fault {} acts on the whole server during phase `{}`",
+                    s.action.kind(),
+                    s.phase
                 ));
             }
         }
@@ -142,6 +167,12 @@ impl Scenario {
                     CommandFaultAction::DropReply | CommandFaultAction::ResetConnection => (5_000, *times),
                     CommandFaultAction::InjectError { .. } => (0, *times),
                 },
+                // A pause holds every request in flight for its length; a restart takes seconds.
+                Fault::Server(ServerFault {
+                    action: ServerAction::Pause { pause_ms },
+                    ..
+                }) => (*pause_ms, Some(1)),
+                Fault::Server(_) => (10_000, Some(1)),
                 _ => (0, None),
             };
             let strikes = times.unwrap_or(requests).min(requests);
@@ -383,6 +414,8 @@ pub enum Fault {
     /// A fault on one command's reply, applied in the fault proxy.
     OnCommand(CommandFault),
     MemoryPressure(MemoryPressure),
+    /// Something happens to the limiter's server itself, at a moment of a phase.
+    Server(ServerFault),
 }
 
 /// The kinds of fault, as scenario files, the history and reports name them.
@@ -397,10 +430,14 @@ pub enum FaultKind {
     DropReply,
     InjectError,
     ResetConnection,
+    ServerRestart,
+    ServerPause,
+    ScriptFlush,
+    ClientKill,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 12] = [
         Self::ExpireBetweenRoundTrips,
         Self::StallBetweenRoundTrips,
         Self::ClientDiesBetweenRoundTrips,
@@ -409,6 +446,10 @@ impl FaultKind {
         Self::InjectError,
         Self::ResetConnection,
         Self::MemoryPressure,
+        Self::ServerRestart,
+        Self::ServerPause,
+        Self::ScriptFlush,
+        Self::ClientKill,
     ];
 
     /// The kind a scenario file names.
@@ -426,6 +467,10 @@ impl FaultKind {
             Self::DropReply => "drop-reply",
             Self::InjectError => "inject-error",
             Self::ResetConnection => "reset-connection",
+            Self::ServerRestart => "server-restart",
+            Self::ServerPause => "server-pause",
+            Self::ScriptFlush => "script-flush",
+            Self::ClientKill => "client-kill",
         }
     }
 }
@@ -444,6 +489,15 @@ impl Fault {
             Self::ClientDiesBetweenRoundTrips(_) => FaultKind::ClientDiesBetweenRoundTrips,
             Self::OnCommand(c) => c.action.kind(),
             Self::MemoryPressure(_) => FaultKind::MemoryPressure,
+            Self::Server(s) => s.action.kind(),
+        }
+    }
+
+    /// The server fault, if this is one.
+    pub fn server(&self) -> Option<&ServerFault> {
+        match self {
+            Self::Server(s) => Some(s),
+            _ => None,
         }
     }
 
@@ -461,7 +515,7 @@ impl Fault {
             Self::ExpireBetweenRoundTrips(g)
             | Self::StallBetweenRoundTrips(g)
             | Self::ClientDiesBetweenRoundTrips(g) => Some(g),
-            Self::OnCommand(_) | Self::MemoryPressure(_) => None,
+            Self::OnCommand(_) | Self::MemoryPressure(_) | Self::Server(_) => None,
         }
     }
 }
@@ -541,6 +595,84 @@ pub const INJECTABLE_ERRORS: [(&str, &str); 5] = [
     ),
 ];
 
+/// A fault of the server itself: at `after_ms` from the start of `phase`, the nemesis acts
+/// on the limiter's server (a backend the harness started; a server at a URL refuses them).
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerFault {
+    pub phase: String,
+    pub after_ms: u64,
+    pub action: ServerAction,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum ServerAction {
+    /// Stop the server and start it again on the same port.
+    Restart { persistence: Persistence },
+    /// Stop the server's process (SIGSTOP, `docker pause`) for `pause_ms`: clients time out.
+    Pause { pause_ms: u64 },
+    /// `SCRIPT FLUSH`: every loaded script is gone (as after a restart or a failover).
+    ScriptFlush,
+    /// `CLIENT KILL` of every connection that is not the harness's own (the limiter's).
+    ClientKill,
+}
+
+impl ServerAction {
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Self::Restart { .. } => FaultKind::ServerRestart,
+            Self::Pause { .. } => FaultKind::ServerPause,
+            Self::ScriptFlush => FaultKind::ScriptFlush,
+            Self::ClientKill => FaultKind::ClientKill,
+        }
+    }
+}
+
+/// What a restarted server keeps.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Persistence {
+    /// No RDB, no AOF: every key is lost.
+    None,
+    /// An append-only file with `appendfsync always`: every acknowledged write is kept.
+    Aof,
+}
+
+impl Persistence {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Aof => "aof",
+        }
+    }
+}
+
+/// What a limiter should answer while its server cannot (paused, restarting), as a scenario
+/// declares it: `fails-as-declared` checks it.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerErrorPolicy {
+    /// The caller is told: the request ends as an error (the caller decides).
+    #[default]
+    Error,
+    /// The request is rejected.
+    FailClosed,
+    /// The request is admitted.
+    FailOpen,
+}
+
+impl ServerErrorPolicy {
+    pub const ALL: [ServerErrorPolicy; 3] = [Self::Error, Self::FailClosed, Self::FailOpen];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Error => "error",
+            Self::FailClosed => "fail-closed",
+            Self::FailOpen => "fail-open",
+        }
+    }
+}
+
 /// Cold cache entries written alongside a phase's requests to push memory over maxmemory.
 #[derive(Debug, Clone, Serialize)]
 pub struct MemoryPressure {
@@ -572,6 +704,8 @@ pub struct CheckConfig {
     /// How long a run may take before it is stopped as unknown, when the scenario says
     /// (otherwise derived from the phases and faults: [`Scenario::deadline`]).
     pub deadline_ms: Option<u64>,
+    /// What the limiter should answer while its server cannot (`fails-as-declared`).
+    pub on_server_error: ServerErrorPolicy,
 }
 
 /// An invariant the checker can judge.
@@ -587,10 +721,11 @@ pub enum Invariant {
     NoLeakedKeys,
     NoDoubleCount,
     ErrorsSurfaced,
+    FailsAsDeclared,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 9] = [
+    pub const ALL: [Invariant; 10] = [
         Self::TtlPresent,
         Self::TtlBounded,
         Self::NoCounterReset,
@@ -600,6 +735,7 @@ impl Invariant {
         Self::NoLeakedKeys,
         Self::NoDoubleCount,
         Self::ErrorsSurfaced,
+        Self::FailsAsDeclared,
     ];
 
     pub fn name(self) -> &'static str {
@@ -613,6 +749,7 @@ impl Invariant {
             Self::NoLeakedKeys => "no-leaked-keys",
             Self::NoDoubleCount => "no-double-count",
             Self::ErrorsSurfaced => "errors-surfaced",
+            Self::FailsAsDeclared => "fails-as-declared",
         }
     }
 
@@ -635,6 +772,9 @@ impl Invariant {
             Self::NoDoubleCount => "the server counts each request at most once, lost replies included",
             Self::ErrorsSurfaced => {
                 "an error the server answered with reaches the caller, never a silent admit or reject"
+            }
+            Self::FailsAsDeclared => {
+                "while the server cannot answer (paused, restarting), a request ends as the scenario declares: an error, a rejection (fail-closed) or an admission (fail-open)"
             }
         }
     }

@@ -10,8 +10,8 @@ use super::error::ScenarioError;
 use super::file::{CheckFile, FaultFile, LimitFile, PhaseFile, ScenarioFile, ServerFile, SetupFile};
 use super::model::{
     CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, FaultKind, GapFault, GapFaultAction,
-    INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Phase, PhaseKind, Pick, REQUESTS_PER_RUN_MAX, Scenario,
-    ServerConfig, Setup, Spacing,
+    INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence, Phase, PhaseKind, Pick, REQUESTS_PER_RUN_MAX,
+    Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup, Spacing,
 };
 use crate::keys::{KeyLayout, LayoutSource};
 
@@ -593,7 +593,88 @@ fn resolve_fault(
         FaultKind::DelayReply | FaultKind::DropReply | FaultKind::InjectError | FaultKind::ResetConnection => {
             resolve_command_fault(f, kind, limit, src).map(Fault::OnCommand)
         }
+        FaultKind::ServerRestart | FaultKind::ServerPause | FaultKind::ScriptFlush | FaultKind::ClientKill => {
+            resolve_server_fault(f, kind, phases, src).map(Fault::Server)
+        }
     }
+}
+
+const SERVER_TAKES: &str = "phase, after_ms (server-restart: persistence; server-pause: pause_ms)";
+
+/// A fault of the server itself: the phase it strikes in and when, from the phase's start.
+fn resolve_server_fault(
+    f: &FaultFile,
+    kind: FaultKind,
+    phases: &[Phase],
+    src: &Source<'_>,
+) -> Result<ServerFault, ScenarioError> {
+    let what = format!("{kind} fault");
+    src.not_for(&f.identity, "identity", &what, SERVER_TAKES)?;
+    src.not_for(&f.request, "request", &what, SERVER_TAKES)?;
+    src.not_for(&f.before_command, "before_command", &what, SERVER_TAKES)?;
+    src.not_for(&f.times, "times", &what, SERVER_TAKES)?;
+    src.not_for(&f.stall_ms, "stall_ms", &what, SERVER_TAKES)?;
+    reject_command_fields(f, &what, SERVER_TAKES, src)?;
+    src.not_for(&f.value_bytes, "value_bytes", &what, SERVER_TAKES)?;
+    src.not_for(&f.ttl_s, "ttl_s", &what, SERVER_TAKES)?;
+    src.not_for(&f.writes_per_request, "writes_per_request", &what, SERVER_TAKES)?;
+    src.not_for(&f.target, "target", &what, SERVER_TAKES)?;
+    if kind != FaultKind::ServerPause {
+        src.not_for(&f.pause_ms, "pause_ms", &what, SERVER_TAKES)?;
+    }
+    if kind != FaultKind::ServerRestart {
+        src.not_for(&f.persistence, "persistence", &what, SERVER_TAKES)?;
+    }
+    let phase = f.phase.as_ref().ok_or_else(|| {
+        src.error(
+            &f.kind,
+            format!("a {kind} fault needs `phase`: the phase it strikes in"),
+        )
+        .with_help("e.g. `phase = \"steady\"` and `after_ms = 500` (from the phase's start)")
+    })?;
+    if !phases.iter().any(|p| &p.name == phase.get_ref()) {
+        let known: Vec<_> = phases.iter().map(|p| p.name.as_str()).collect();
+        return Err(src
+            .error(phase, format!("no phase is named `{}`", phase.get_ref()))
+            .with_help(format!("phases: {}", known.join(", "))));
+    }
+    let after_ms = match &f.after_ms {
+        Some(v) => src.in_range(v, "after_ms", 0..=3_600_000)?,
+        None => 0,
+    };
+    let action = match kind {
+        FaultKind::ServerRestart => ServerAction::Restart {
+            persistence: match f.persistence.as_ref() {
+                None => Persistence::None,
+                Some(p) => match p.get_ref().as_str() {
+                    "none" => Persistence::None,
+                    "aof" => Persistence::Aof,
+                    other => {
+                        return Err(src
+                            .error(p, format!("unknown persistence `{other}`"))
+                            .with_help("one of: none (every key lost), aof (append-only file, fsync always)"));
+                    }
+                },
+            },
+        },
+        FaultKind::ServerPause => {
+            let pause = f.pause_ms.as_ref().ok_or_else(|| {
+                src.error(&f.kind, "a server-pause fault needs `pause_ms`").with_help(
+                    "e.g. `pause_ms = 3000` (longer than the clients' 2 s reply timeout makes them time out)",
+                )
+            })?;
+            ServerAction::Pause {
+                pause_ms: src.in_range(pause, "pause_ms", 1..=600_000)?,
+            }
+        }
+        FaultKind::ScriptFlush => ServerAction::ScriptFlush,
+        _ => ServerAction::ClientKill,
+    };
+    Ok(ServerFault {
+        phase: phase.get_ref().clone(),
+        after_ms,
+        action,
+    })
 }
 
 /// The fields only faults on a command's reply take.
@@ -669,6 +750,9 @@ fn resolve_command_fault(
         ttl_s: None,
         writes_per_request: None,
         target: None,
+        after_ms: None,
+        pause_ms: None,
+        persistence: None,
     };
     let gap = resolve_gap(&as_gap, limit, GapFaultAction::ClientDies, src)?;
     Ok(CommandFault {
@@ -681,6 +765,9 @@ fn resolve_command_fault(
 }
 
 fn reject_pressure_fields(f: &FaultFile, kind: &str, takes: &str, src: &Source<'_>) -> Result<(), ScenarioError> {
+    src.not_for(&f.after_ms, "after_ms", kind, takes)?;
+    src.not_for(&f.pause_ms, "pause_ms", kind, takes)?;
+    src.not_for(&f.persistence, "persistence", kind, takes)?;
     src.not_for(&f.phase, "phase", kind, takes)?;
     src.not_for(&f.value_bytes, "value_bytes", kind, takes)?;
     src.not_for(&f.ttl_s, "ttl_s", kind, takes)?;
@@ -855,6 +942,16 @@ fn resolve_check(file: &CheckFile, limit: &Limit, src: &Source<'_>) -> Result<Ch
         deadline_ms: match &file.deadline_ms {
             Some(v) => Some(src.in_range(v, "deadline_ms", 1..=86_400_000)?),
             None => None,
+        },
+        on_server_error: match &file.on_server_error {
+            None => ServerErrorPolicy::Error,
+            Some(v) => ServerErrorPolicy::ALL
+                .into_iter()
+                .find(|p| p.name() == v.get_ref())
+                .ok_or_else(|| {
+                    src.error(v, format!("unknown on_server_error `{}`", v.get_ref()))
+                        .with_help("one of: error (the caller is told), fail-closed (rejected), fail-open (admitted)")
+                })?,
         },
     })
 }
