@@ -34,6 +34,8 @@ async fn acquire(
         identity: 0,
         ordinal,
         key: s.limit.key(0),
+        instance: 0,
+        now_ms: 0,
     };
     let layout = layout(s);
     let mut wire = Wire::new(conn, hook, &ctx, &layout);
@@ -228,6 +230,8 @@ async fn a_client_that_dies_between_incr_and_expire_leaves_a_key_without_ttl() {
         identity: 0,
         ordinal: 1,
         key: s.limit.key(0),
+        instance: 0,
+        now_ms: 0,
     };
     let layout = layout(&s);
     let mut wire = Wire::new(&mut conn, &nemesis, &ctx, &layout);
@@ -281,6 +285,8 @@ async fn while_the_nemesis_strikes_the_identitys_other_requests_wait() {
         identity: 0,
         ordinal: 3,
         key: s.limit.key(0),
+        instance: 0,
+        now_ms: 0,
     };
     nemesis.before_request(&third).await;
     let waited = started.elapsed();
@@ -299,6 +305,8 @@ async fn while_the_nemesis_strikes_the_identitys_other_requests_wait() {
         identity: 1,
         ordinal: 1,
         key: s.limit.key(1),
+        instance: 0,
+        now_ms: 0,
     };
     let rule_is_for_identity_0 = s.faults[0].gap().unwrap().identity;
     assert_eq!(

@@ -16,6 +16,7 @@ fn limit(window_ms: u64) -> Limit {
         requests_max: 10,
         window_ms,
         identities: 1,
+        instances: 1,
         key_prefix: "rl:".into(),
         keys: None,
     }
@@ -35,6 +36,11 @@ async fn acquire(
         identity: 0,
         ordinal: 1,
         key: key.to_owned(),
+        instance: 0,
+        now_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64,
     };
     let layout = KeyLayout::default_for(&limit.key_prefix, limit.identities);
     let mut wire = Wire::new(conn, &NoFaults, &ctx, &layout);
@@ -110,7 +116,7 @@ async fn round_trips_are_the_documented_command_sequences() {
         requests_max: 2,
         ..limit(5_000)
     };
-    let expected: [(&str, [&[&str]; 3]); 11] = [
+    let expected: [(&str, [&[&str]; 3]); 12] = [
         ("get-then-incr", [&["GET", "SET"], &["GET", "INCR"], &["GET"]]),
         ("incr-then-expire", [&["INCR", "PEXPIRE"], &["INCR"], &["INCR"]]),
         (
@@ -138,6 +144,14 @@ async fn round_trips_are_the_documented_command_sequences() {
         ("sliding-log-zset", [&["EVALSHA"], &["EVALSHA"], &["EVALSHA"]]),
         ("token-bucket-lua", [&["EVALSHA"], &["EVALSHA"], &["EVALSHA"]]),
         ("gcra-lua", [&["EVALSHA"], &["EVALSHA"], &["EVALSHA"]]),
+        (
+            "incr-pexpireat-client-clock",
+            [
+                &["MULTI INCR PEXPIREAT EXEC"],
+                &["MULTI INCR PEXPIREAT EXEC"],
+                &["MULTI INCR PEXPIREAT EXEC"],
+            ],
+        ),
     ];
     for (name, trips) in expected {
         let limiter = builtin(name).unwrap();
@@ -167,6 +181,7 @@ async fn only_the_fixes_repair_a_key_that_lost_its_ttl() {
         ("set-nx-then-incr", false),
         ("pipeline-incr-expire", true),
         ("lua-incr-expire-if-first", false),
+        ("incr-pexpireat-client-clock", true),
     ];
     for (name, heals) in repairs {
         let limiter = builtin(name).unwrap();

@@ -20,7 +20,9 @@ from collections import namedtuple
 
 import redis
 
-Request = namedtuple("Request", "id identity key")
+# now_ms: the time on this instance's clock (protocol 2); use it instead of time.time(), so
+# that a scenario's clock-skew reaches the limiter. instance: which adapter process this is.
+Request = namedtuple("Request", "id identity key now_ms instance", defaults=(None, 0))
 
 
 def limit_and_window():
@@ -50,7 +52,7 @@ def plant_counter(client, request, limit, window_ms):
 def serve(decide, name, *, client=None, algorithm="fixed-window", keys=None, ttl_max_windows=None, plant=None):
     client = client or redis.Redis.from_url(os.environ["REDIS_URL"], socket_timeout=2)
     limit, window_ms = limit_and_window()
-    hello = {"protocol": 1, "name": name, "algorithm": algorithm}
+    hello = {"protocol": 2, "name": name, "algorithm": algorithm}
     if keys:
         hello["keys"] = keys
     if ttl_max_windows:
@@ -64,7 +66,7 @@ def serve(decide, name, *, client=None, algorithm="fixed-window", keys=None, ttl
         if not line.strip():
             continue
         message = json.loads(line)
-        request = Request(message["id"], message["identity"], message["key"])
+        request = Request(message["id"], message["identity"], message["key"], message.get("now_ms"), message.get("instance", 0))
         reply = {"id": request.id}
         try:
             if "plant" in message:

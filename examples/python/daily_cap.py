@@ -10,7 +10,8 @@ count is 1 — with the scenario's window as the "day":
       return count <= DAILY_CAP;
     }
 
-Here `todayKey()` is the number of the window (the app's clock / window_ms) and 26 h is 26/24
+Here `todayKey()` is the number of the window (the app's clock — the request's `now_ms`, so a
+scenario's clock-skew reaches it — / window_ms) and 26 h is 26/24
 of a window. The hello describes the keys (`geocode:calls:{identity}:*`, a new key per
 window) and their TTL (26/24 windows). The code is correct: it passes `dedicated-noeviction`
 and fails `shared-cache-eviction`, where allkeys-lru evicts the counter and every eviction
@@ -26,12 +27,14 @@ from adapter import serve
 TTL_WINDOWS = 26 / 24
 
 
-def today_key(window_ms):
-    return int(time.time() * 1000) // window_ms
+def today_key(window_ms, now_ms=None):
+    # The harness's clock for this instance (protocol 2); the process's own before traffic.
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    return now_ms // window_ms
 
 
 def decide(r, request, limit, window_ms):
-    key = f"geocode:calls:{request.identity}:{today_key(window_ms)}"
+    key = f"geocode:calls:{request.identity}:{today_key(window_ms, request.now_ms)}"
     count = r.incr(key)
     if count == 1:
         r.pexpire(key, int(window_ms * TTL_WINDOWS))

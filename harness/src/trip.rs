@@ -15,6 +15,11 @@ pub struct RequestCtx {
     /// The identity's n-th request, counting from 1.
     pub ordinal: u64,
     pub key: String,
+    /// The limiter instance deciding it.
+    pub instance: u32,
+    /// The time the instance's clock says, in ms since the Unix epoch: what a limiter that
+    /// uses client time must use (a `clock-skew` fault moves it).
+    pub now_ms: u64,
 }
 
 /// The commands of one round trip: names (upper case) and the keys they name.

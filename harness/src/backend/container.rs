@@ -207,20 +207,25 @@ impl ServerHandle for ContainerHandle {
         self.container.rm().await.map_err(|e| e.to_string())
     }
 
-    /// `docker stop -t 0` (SIGKILL at once, as a crash) and `docker start`: the container's
-    /// filesystem, and so an append-only file, survives.
-    async fn restart(&self) -> Result<(), String> {
+    /// `docker stop -t 0`: SIGKILL at once, as a crash. The container's filesystem, and so an
+    /// append-only file, survives for [`ServerHandle::start_again`] (`docker start`).
+    async fn kill(&self) -> Result<(), String> {
         self.container
             .stop_with_timeout(Some(0))
             .await
-            .map_err(|e| format!("docker stop: {e}"))?;
+            .map_err(|e| format!("docker stop: {e}"))
+    }
+
+    async fn start_again(&self) -> Result<(), String> {
         self.container.start().await.map_err(|e| format!("docker start: {e}"))?;
         wait_ready(&self.url, Duration::from_secs(10)).await
     }
 
-    async fn pause(&self, pause: Duration) -> Result<(), String> {
-        self.container.pause().await.map_err(|e| format!("docker pause: {e}"))?;
-        tokio::time::sleep(pause).await;
+    async fn freeze(&self) -> Result<(), String> {
+        self.container.pause().await.map_err(|e| format!("docker pause: {e}"))
+    }
+
+    async fn thaw(&self) -> Result<(), String> {
         self.container
             .unpause()
             .await

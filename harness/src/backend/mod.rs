@@ -103,21 +103,29 @@ impl StartOptions {
     }
 }
 
-/// A running server. `stop` removes it (container) or kills it (process); `restart` and
-/// `pause` are the nemesis's server faults.
+/// A running server. `stop` removes it (container) or kills it (process); `kill` and
+/// `start_again`, `freeze` and `thaw` are the nemesis's server faults.
 #[async_trait]
 pub trait ServerHandle: Send + Sync {
     fn url(&self) -> &str;
     /// e.g. "container 3f2a9c1b (limiter-harness/redis:7.0.15)".
     fn describe(&self) -> String;
     async fn stop(self: Box<Self>) -> Result<(), String>;
-    /// Kill the server (as a crash would) and start it again on the same port and directory;
-    /// returns once it answers PING again. It keeps what its [`StartOptions`] persist.
-    async fn restart(&self) -> Result<(), String> {
+    /// Kill the server, as a crash would (SIGKILL, `docker stop -t 0`); returns once it is gone.
+    async fn kill(&self) -> Result<(), String> {
         Err("this backend cannot restart its server".into())
     }
-    /// Stop the server's process for `pause` (SIGSTOP, `docker pause`), then let it go on.
-    async fn pause(&self, _pause: Duration) -> Result<(), String> {
+    /// Start the killed server again on the same port and directory; returns once it answers
+    /// PING. It keeps what its [`StartOptions`] persist.
+    async fn start_again(&self) -> Result<(), String> {
+        Err("this backend cannot restart its server".into())
+    }
+    /// Stop the server's process (SIGSTOP, `docker pause`); returns once it is stopped.
+    async fn freeze(&self) -> Result<(), String> {
+        Err("this backend cannot pause its server".into())
+    }
+    /// Let a frozen server go on (SIGCONT, `docker unpause`).
+    async fn thaw(&self) -> Result<(), String> {
         Err("this backend cannot pause its server".into())
     }
 }

@@ -199,7 +199,7 @@ impl ServerHandle for ProcessHandle {
         result
     }
 
-    async fn restart(&self) -> Result<(), String> {
+    async fn kill(&self) -> Result<(), String> {
         let mut running = self.child.lock().await;
         running
             .child
@@ -207,8 +207,13 @@ impl ServerHandle for ProcessHandle {
             .await
             .map_err(|e| format!("killing the server: {e}"))?;
         let _ = std::fs::remove_file(&running.pid_file);
-        // The port was the old process's: it is free once the process is gone (Redis binds
-        // with SO_REUSEADDR), unless someone else takes it meanwhile.
+        Ok(())
+    }
+
+    /// The port was the killed process's: it is free again (Redis binds with SO_REUSEADDR),
+    /// unless someone else took it meanwhile, which the pid check catches.
+    async fn start_again(&self) -> Result<(), String> {
+        let mut running = self.child.lock().await;
         let mut child = spawn_server(&self.server, self.port, self.dir.path(), self.options)?;
         let pid = child.id().unwrap_or_default();
         let pid_file = pid_dir().join(pid.to_string());
@@ -216,8 +221,7 @@ impl ServerHandle for ProcessHandle {
             &pid_file,
             format!("{}\n{}\n", self.server.binary.display(), self.run_id),
         );
-        let ready = wait_ready(&self.url, Duration::from_secs(10)).await;
-        let answered = match ready {
+        let answered = match wait_ready(&self.url, Duration::from_secs(10)).await {
             Ok(()) => server_pid(&self.url).await,
             Err(e) => Err(e),
         };
@@ -237,11 +241,18 @@ impl ServerHandle for ProcessHandle {
         }
     }
 
-    async fn pause(&self, pause: Duration) -> Result<(), String> {
-        let running = self.child.lock().await;
-        let pid = Pid::from_raw(running.pid as i32);
-        kill(pid, Signal::SIGSTOP).map_err(|e| format!("SIGSTOP to {pid}: {e}"))?;
-        tokio::time::sleep(pause).await;
-        kill(pid, Signal::SIGCONT).map_err(|e| format!("SIGCONT to {pid}: {e}"))
+    async fn freeze(&self) -> Result<(), String> {
+        self.signal(Signal::SIGSTOP).await
+    }
+
+    async fn thaw(&self) -> Result<(), String> {
+        self.signal(Signal::SIGCONT).await
+    }
+}
+
+impl ProcessHandle {
+    async fn signal(&self, signal: Signal) -> Result<(), String> {
+        let pid = Pid::from_raw(self.child.lock().await.pid as i32);
+        kill(pid, signal).map_err(|e| format!("{signal} to {pid}: {e}"))
     }
 }

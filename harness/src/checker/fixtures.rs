@@ -31,6 +31,7 @@ pub(crate) fn limit() -> Limit {
         requests_max: 10,
         window_ms: 1000,
         identities: 2,
+        instances: 1,
         key_prefix: "rl:".into(),
         keys: None,
     }
@@ -179,6 +180,7 @@ impl HistoryBuilder {
             ordinal: *ordinal,
             key: key(identity),
             phase: 0,
+            instance: 0,
         });
         self
     }
@@ -317,6 +319,19 @@ impl HistoryBuilder {
     }
 
     /// The keyspace subscriber was lost: notifications are incomplete.
+    /// A server fault that left the server unable to answer from `start_ms` to `end_ms`.
+    pub(crate) fn outage(mut self, start_ms: u64, end_ms: u64, kind: FaultKind, keys_kept: bool) -> Self {
+        self.events.push(Event::Outage {
+            t_start_us: us(start_ms),
+            t_end_us: us(end_ms),
+            fault: 0,
+            kind,
+            keys_kept,
+            t_back_us: us(end_ms),
+        });
+        self
+    }
+
     pub(crate) fn keyspace_lost(self) -> Self {
         self.problem_from("keyspace", false)
     }

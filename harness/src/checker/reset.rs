@@ -250,15 +250,16 @@ fn restart_losses(input: &CheckInput<'_>) -> Vec<Anomaly> {
     anomalies
 }
 
-/// Whether `key`'s TTL, as last sampled before the outage, ran out before the server was back.
-fn outage_outlived(history: &HistoryIndex, key: &str, outage: &Outage) -> bool {
+/// Whether `key`'s TTL, as last sampled before the outage, ran out before request `b` (its
+/// expiry while the server was down, or loading its file, goes unnotified).
+fn outage_outlived(history: &HistoryIndex, key: &str, outage: &Outage, b: &Request) -> bool {
     history
         .samples
         .iter()
         .filter(|s| s.t_end_us <= outage.start_us)
         .filter_map(|s| s.keys.iter().find(|k| k.key == key).map(|k| (s, k.pttl_ms)))
         .next_back()
-        .is_some_and(|(s, pttl)| pttl >= 0 && s.t_end_us + pttl as u64 * 1000 <= outage.end_us + DEADLINE_SLACK_US)
+        .is_some_and(|(s, pttl)| pttl >= 0 && s.t_end_us + pttl as u64 * 1000 <= b.invoke_us + DEADLINE_SLACK_US)
 }
 
 #[derive(Default)]
@@ -317,7 +318,7 @@ fn find_drops(history: &HistoryIndex, key: &str, drops: &mut Drops, anomalies: &
         } else if let Some(outage) = restart {
             // The server kept its keys (an append-only file): unless the key's TTL ran out
             // while it was down (its expiry then goes unnotified), the restart lost it.
-            if outage_outlived(history, key, outage) {
+            if outage_outlived(history, key, outage, b) {
                 drops.expired += 1;
             } else {
                 anomalies.push(drop_anomaly(

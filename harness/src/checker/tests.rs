@@ -7,8 +7,8 @@ use crate::history::Outcome;
 use crate::scenario::Algorithm;
 use crate::scenario::FaultKind;
 use crate::scenario::Invariant::{
-    self, AdmitsUpToLimit, AdmittedWithinLimit, ErrorsSurfaced, NoCounterReset, NoDoubleCount, NoLeakedKeys, NoLockout,
-    TtlBounded, TtlPresent,
+    self, AdmitsUpToLimit, AdmittedWithinLimit, ErrorsSurfaced, FailsAsDeclared, NoCounterReset, NoDoubleCount,
+    NoLeakedKeys, NoLockout, TtlBounded, TtlPresent,
 };
 
 /// The one anomaly of an Invalid result.
@@ -1483,4 +1483,93 @@ fn no_leaked_keys_is_unknown_when_no_identity_went_quiet_before_the_audit() {
         .empty_final_audit(3000)
         .check_one(NoLeakedKeys);
     assert_verdict(&quiet, Verdict::Valid);
+}
+
+#[test]
+fn requests_ended_while_the_server_was_down_must_end_as_declared() {
+    use crate::scenario::ServerErrorPolicy;
+    let history = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        // Sent and answered inside the outage: decided without the server.
+        .request(2, 0, 110, 2110, Outcome::Indeterminate, None, &["GET"])
+        .allowed(3, 1, 120, 130, 1)
+        // Straddles the outage's end: it may have had an answer; not judged.
+        .rejected(4, 2, 2900, 3100, 11)
+        .outage(100, 3000, FaultKind::ServerPause, true);
+    let judge = |policy: ServerErrorPolicy| {
+        let mut config = config(&[FailsAsDeclared]);
+        config.on_server_error = policy;
+        history.check_with(&limit(), &config).remove(0)
+    };
+    let error = judge(ServerErrorPolicy::Error);
+    assert_verdict(&error, Verdict::Invalid);
+    assert_eq!(error.anomalies.len(), 1, "{error:?}");
+    assert_eq!(error.anomalies[0].kind, "failed-open");
+    assert_eq!(error.anomalies[0].requests, vec![3]);
+    let open = judge(ServerErrorPolicy::FailOpen);
+    assert_verdict(&open, Verdict::Invalid);
+    assert_eq!(open.anomalies[0].kind, "failed-with-error");
+    assert_eq!(open.anomalies[0].requests, vec![2]);
+    let closed = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .rejected(2, 0, 200, 210, 0)
+        .outage(100, 3000, FaultKind::ServerRestart, false);
+    let mut config = config(&[FailsAsDeclared]);
+    config.on_server_error = ServerErrorPolicy::FailClosed;
+    let verdict = closed.check_with(&limit(), &config).remove(0);
+    assert_verdict(&verdict, Verdict::Valid);
+    assert_summary_has(&verdict, "all 1 request(s)");
+}
+
+#[test]
+fn fails_as_declared_is_unknown_without_an_outage_or_a_request_inside_one() {
+    let none = HistoryBuilder::new().allowed(1, 0, 0, 1, 1).check_one(FailsAsDeclared);
+    assert_verdict(&none, Verdict::Unknown);
+    let empty = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .outage(100, 200, FaultKind::ServerPause, true)
+        .check_one(FailsAsDeclared);
+    assert_verdict(&empty, Verdict::Unknown);
+    assert_summary_has(&empty, "nothing to judge");
+}
+
+#[test]
+fn a_restart_without_persistence_resets_every_live_key_and_says_so() {
+    // Identity 0 used its key 600 ms before the restart; identity 1 a window and a half before.
+    let history = HistoryBuilder::new()
+        .allowed(1, 0, 900, 901, 5)
+        .allowed(2, 1, 0, 1, 1)
+        .outage(1500, 1550, FaultKind::ServerRestart, false)
+        .allowed(3, 0, 1600, 1601, 1);
+    let lost = history.check_one(NoCounterReset);
+    assert_verdict(&lost, Verdict::Invalid);
+    let kinds: Vec<(&str, &str)> = lost
+        .anomalies
+        .iter()
+        .map(|a| (a.kind.as_str(), a.key.as_str()))
+        .collect();
+    // Once per live key, from the restart, not again as a drop of its count.
+    assert_eq!(kinds, vec![("reset-by-restart", "rl:0")], "{lost:?}");
+    assert!(
+        lost.summary.contains("restarted without persistence"),
+        "{}",
+        lost.summary
+    );
+    // The same drop across a restart that kept its keys, with no TTL run out: still a reset,
+    // attributed to the restart.
+    let kept = HistoryBuilder::new()
+        .allowed(1, 0, 900, 901, 5)
+        .outage(1000, 1050, FaultKind::ServerRestart, true)
+        .allowed(3, 0, 1100, 1101, 1)
+        .check_one(NoCounterReset);
+    assert_verdict(&kept, Verdict::Invalid);
+    assert_eq!(kept.anomalies[0].kind, "reset-by-restart");
+    // Its TTL ran out while the server was down: an expiry nobody was notified of.
+    let expired = HistoryBuilder::new()
+        .allowed(1, 0, 900, 901, 5)
+        .sample(950, false, &[("rl:0", 20, Some("5"))])
+        .outage(1000, 1050, FaultKind::ServerRestart, true)
+        .allowed(3, 0, 1100, 1101, 1)
+        .check_one(NoCounterReset);
+    assert_verdict(&expired, Verdict::Valid);
 }

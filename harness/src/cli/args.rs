@@ -127,7 +127,7 @@ pub struct BackendArgs {
 
 #[derive(Debug, Args)]
 pub struct MatrixArgs {
-    /// Scenario names to run, as a glob (`*-eviction`); all by default.
+    /// Scenario names to run, as globs separated by commas (`*-eviction,lost-reply`); all by default.
     #[arg(long, default_value = "*")]
     pub scenarios: String,
     /// Comma-separated limiter names; all built-ins by default.

@@ -162,7 +162,7 @@ fn print_summary(report: &Report) {
 fn matrix_scenarios(args: &MatrixArgs) -> Result<Vec<Scenario>, SetupError> {
     let mut scenarios: Vec<_> = list_scenarios()
         .into_iter()
-        .filter(|(name, _)| glob_match(&args.scenarios, name))
+        .filter(|(name, _)| args.scenarios.split(',').any(|glob| glob_match(glob.trim(), name)))
         .map(|(_, source)| source.load())
         .collect::<Result<_, _>>()?;
     for scenario in &mut scenarios {

@@ -71,6 +71,9 @@ pub enum Event {
         ordinal: u64,
         key: String,
         phase: usize,
+        /// The limiter instance it went to (`[limit] instances`; 0 when there is one).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        instance: u32,
     },
     /// The request's one completion.
     Complete {
@@ -153,6 +156,10 @@ pub enum Event {
         kind: FaultKind,
         /// The server came back with its keys (a restart with an append-only file, a pause).
         keys_kept: bool,
+        /// When it answered again (after `t_end_us`: it may answer a moment before the
+        /// nemesis knows).
+        #[serde(default)]
+        t_back_us: u64,
     },
     /// Something stopped the harness from seeing or doing what it needed.
     Problem {
@@ -221,4 +228,8 @@ pub struct LimiterFacts {
     /// How its traffic reached the server, when through the fault proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -25,6 +25,8 @@ pub struct Request {
     /// Keys its commands named that the layout does not give to its identity.
     pub other_keys: Vec<String>,
     pub phase: usize,
+    /// The limiter instance that decided it (`[limit] instances`).
+    pub instance: u32,
     pub invoke_us: u64,
     pub complete_us: Option<u64>,
     pub outcome: Option<Outcome>,
@@ -185,6 +187,8 @@ pub struct Outage {
     pub fault: usize,
     pub kind: FaultKind,
     pub keys_kept: bool,
+    /// When the server answered again.
+    pub back_us: u64,
 }
 
 impl Outage {
@@ -273,6 +277,7 @@ impl HistoryIndex {
                 ordinal,
                 key,
                 phase,
+                instance,
             } => {
                 pending.insert(id, self.requests.len());
                 self.requests.push(Request {
@@ -281,6 +286,7 @@ impl HistoryIndex {
                     ordinal,
                     harness_key: key,
                     phase,
+                    instance,
                     invoke_us: t_us,
                     ..Request::default()
                 });
@@ -359,12 +365,14 @@ impl HistoryIndex {
                 fault,
                 kind,
                 keys_kept,
+                t_back_us,
             } => self.outages.push(Outage {
                 start_us: t_start_us,
                 end_us: t_end_us,
                 fault,
                 kind,
                 keys_kept,
+                back_us: t_back_us.max(t_end_us),
             }),
             Event::Flood {
                 writes_ok,

@@ -39,8 +39,9 @@ use crate::history::{Event, Recorder};
 use crate::keys::{KeyLayout, KeyTemplate, LayoutSource};
 use crate::scenario::Limit;
 
-/// The protocol version this harness speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The protocol version this harness speaks. Version 2 adds `now_ms` and `instance` to every
+/// request line; an adapter that says hello with version 1 is still served (it ignores them).
+pub const PROTOCOL_VERSION: u32 = 2;
 /// How long the adapter has to print its hello line.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one request may wait for its reply before it is called indeterminate.
@@ -133,9 +134,9 @@ struct Hello {
 
 impl Hello {
     fn validate(&self) -> Result<(), String> {
-        if self.protocol != PROTOCOL_VERSION {
+        if !(1..=PROTOCOL_VERSION).contains(&self.protocol) {
             return Err(format!(
-                "it speaks protocol {} and this harness speaks {PROTOCOL_VERSION}",
+                "it speaks protocol {} and this harness speaks 1 to {PROTOCOL_VERSION}",
                 self.protocol
             ));
         }
@@ -165,6 +166,11 @@ struct RequestLine<'a> {
     identity: u32,
     key: &'a str,
     cost: u32,
+    /// The time on the instance's clock, Unix ms (protocol 2): a limiter that needs the time
+    /// must use it, not its own clock, so that `clock-skew` reaches it.
+    now_ms: u64,
+    /// The limiter instance (adapter process) deciding it (protocol 2).
+    instance: u32,
 }
 
 /// Plant a state before traffic, harness → adapter (only to an adapter whose hello offers it).
@@ -704,6 +710,8 @@ impl Limiter for ExecSession {
             identity: req.identity,
             key,
             cost: 1,
+            now_ms: req.now_ms,
+            instance: req.instance,
         })
         .expect("a request line serializes");
         match self.exchange(req.id, line).await? {
@@ -753,6 +761,8 @@ mod tests {
     #[test]
     fn hello_fields_are_checked() {
         assert!(hello(r#"{"protocol": 1}"#).is_ok());
+        assert!(hello(r#"{"protocol": 2}"#).is_ok());
+        assert!(hello(r#"{"protocol": 3}"#).unwrap_err().contains("1 to 2"));
         assert!(hello(r#"{"protocol": 1, "keys": ["app:{identity}:*"], "ttl_max_windows": 2, "plant": true}"#).is_ok());
         assert!(hello(r#"{"protocol": 2}"#).unwrap_err().contains("protocol 2"));
         assert!(

@@ -138,6 +138,7 @@ impl ScriptConvention {
             requests_max: 1,
             window_ms: 1000,
             identities: 1,
+            instances: 1,
             key_prefix: "rl:".into(),
             keys: None,
         };
@@ -459,6 +460,7 @@ mod tests {
             requests_max: 5,
             window_ms: 1000,
             identities: 1,
+            instances: 1,
             key_prefix: "rl:".into(),
             keys: None,
         }

@@ -173,6 +173,7 @@ mod tests {
             requests_max: 5,
             window_ms: 1000,
             identities: 1,
+            instances: 1,
             key_prefix: "rl:".into(),
             keys: None,
         }

@@ -131,6 +131,8 @@ mod tests {
             identity,
             ordinal,
             key: format!("rl:{identity}"),
+            instance: 0,
+            now_ms: 0,
         }
     }
 

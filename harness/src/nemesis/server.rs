@@ -74,22 +74,20 @@ impl<'a> ServerNemesis<'a> {
     }
 
     async fn strike(&self, index: usize, action: ServerAction) {
-        let t_start_us = self.clock.now_us();
+        let t_us = self.clock.now_us();
+        // The outage, when there is one, is only the time the server surely could not answer:
+        // from when it was down (killed, frozen) to when it was told to go on.
+        let mut outage = None;
         let struck = match action {
-            ServerAction::Restart { persistence } => self.restart(persistence).await,
-            ServerAction::Pause { pause_ms } => self
-                .server
-                .pause(Duration::from_millis(pause_ms))
-                .await
-                .map(|()| format!("paused the server (SIGSTOP / docker pause) for {pause_ms} ms")),
+            ServerAction::Restart { persistence } => self.restart(persistence, &mut outage).await,
+            ServerAction::Pause { pause_ms } => self.pause(pause_ms, &mut outage).await,
             ServerAction::ScriptFlush => self.script_flush().await,
             ServerAction::ClientKill => self.client_kill().await,
         };
-        let t_end_us = self.clock.now_us();
         match struck {
             Ok(effect) => {
                 self.recorder.record(Event::Fault {
-                    t_us: t_start_us,
+                    t_us,
                     fault: index,
                     kind: action.kind(),
                     request: None,
@@ -97,18 +95,19 @@ impl<'a> ServerNemesis<'a> {
                     command: None,
                     effect,
                 });
-                if let Some(keys_kept) = outage_keeps_keys(action) {
+                if let Some((t_start_us, t_end_us, t_back_us)) = outage {
                     self.recorder.record(Event::Outage {
                         t_start_us,
                         t_end_us,
                         fault: index,
                         kind: action.kind(),
-                        keys_kept,
+                        keys_kept: outage_keeps_keys(action),
+                        t_back_us,
                     });
                 }
             }
             Err(e) => self.recorder.record(Event::Problem {
-                t_us: t_end_us,
+                t_us: self.clock.now_us(),
                 source: "server-fault".into(),
                 detail: format!("fault {index} ({}) could not strike: {e}", action.kind()),
                 fatal: true,
@@ -117,10 +116,17 @@ impl<'a> ServerNemesis<'a> {
         }
     }
 
-    /// Restart, then give the server back what the run configured (and the keyspace
-    /// notifications the observer listens to) before traffic resumes.
-    async fn restart(&self, persistence: Persistence) -> Result<String, String> {
-        self.server.restart().await?;
+    /// Kill, start again, then give the server back what the run configured (and the
+    /// keyspace notifications the observer listens to).
+    async fn restart(&self, persistence: Persistence, outage: &mut Option<(u64, u64, u64)>) -> Result<String, String> {
+        self.server.kill().await?;
+        let down_us = self.clock.now_us();
+        // Until it is told to start it surely cannot answer; it may answer a moment before
+        // `start_again` returns.
+        let told_us = self.clock.now_us();
+        let started = self.server.start_again().await;
+        *outage = Some((down_us, told_us, self.clock.now_us()));
+        started?;
         configure_after_restart(self.server.url(), &self.settings, self.events_on).await?;
         Ok(match persistence {
             Persistence::None => {
@@ -128,6 +134,17 @@ impl<'a> ServerNemesis<'a> {
             }
             Persistence::Aof => "killed and restarted the server with its append-only file (fsync always): keys kept, loaded scripts lost".into(),
         })
+    }
+
+    async fn pause(&self, pause_ms: u64, outage: &mut Option<(u64, u64, u64)>) -> Result<String, String> {
+        self.server.freeze().await?;
+        let frozen_us = self.clock.now_us();
+        tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+        let told_us = self.clock.now_us();
+        let thawed = self.server.thaw().await;
+        *outage = Some((frozen_us, told_us, self.clock.now_us()));
+        thawed?;
+        Ok(format!("paused the server (SIGSTOP / docker pause) for {pause_ms} ms"))
     }
 
     async fn script_flush(&self) -> Result<String, String> {
@@ -166,13 +183,11 @@ impl<'a> ServerNemesis<'a> {
     }
 }
 
-/// A server fault that leaves the server unable to answer for a while: whether it comes
-/// back with its keys. `None`: the server never stopped answering.
-fn outage_keeps_keys(action: ServerAction) -> Option<bool> {
+/// Whether the server comes back from the fault with its keys.
+fn outage_keeps_keys(action: ServerAction) -> bool {
     match action {
-        ServerAction::Restart { persistence } => Some(persistence == Persistence::Aof),
-        ServerAction::Pause { .. } => Some(true),
-        ServerAction::ScriptFlush | ServerAction::ClientKill => None,
+        ServerAction::Restart { persistence } => persistence == Persistence::Aof,
+        ServerAction::Pause { .. } | ServerAction::ScriptFlush | ServerAction::ClientKill => true,
     }
 }
 

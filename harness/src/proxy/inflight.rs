@@ -130,6 +130,8 @@ mod tests {
             identity,
             ordinal: id,
             key: format!("rl:{identity}"),
+            instance: 0,
+            now_ms: 0,
         }
     }
 

@@ -130,6 +130,25 @@ fn faults(facts: &RunFacts, limiter: &LimiterFacts, scenario: &Scenario, index: 
                     (spec, outcome, writes_ok)
                 }
                 Fault::Server(s) => (server_spec(s), server_outcome(index, i, s), count),
+                Fault::ClockSkew(skew) => {
+                    let skewed = index.requests.iter().filter(|r| r.instance == skew.instance).count() as u64;
+                    let spec = format!(
+                        "clock-skew: instance {}'s clock {} ms {}{}",
+                        skew.instance,
+                        skew.offset_ms.unsigned_abs(),
+                        if skew.offset_ms < 0 { "behind" } else { "ahead" },
+                        if skew.drift_ms_per_s == 0.0 {
+                            String::new()
+                        } else {
+                            format!(", drifting {:+} ms per second", skew.drift_ms_per_s)
+                        }
+                    );
+                    let outcome = format!(
+                        "the `now_ms` of {skewed} request(s) decided by instance {}",
+                        skew.instance
+                    );
+                    (spec, outcome, skewed)
+                }
             };
             FaultSummary {
                 index: i,
@@ -159,12 +178,7 @@ fn server_outcome(index: &HistoryIndex, i: usize, fault: &ServerFault) -> String
                 .outages
                 .iter()
                 .find(|o| o.fault == i)
-                .map(|o| {
-                    format!(
-                        "; the server could not answer for {}",
-                        ms(o.end_us.saturating_sub(o.start_us))
-                    )
-                })
+                .map(|o| format!("; the server was down for {}", ms(o.back_us.saturating_sub(o.start_us))))
                 .unwrap_or_default();
             format!("struck at {}: {}{outage}", ms(struck.t_us), struck.effect)
         }

@@ -19,7 +19,7 @@ use crate::limiter::{Limiter, RequestCtx, Wire, remember_keys};
 use crate::nemesis::{CacheFlood, GapHook};
 use crate::observer::SampleNow;
 use crate::proxy::InFlight;
-use crate::scenario::Limit;
+use crate::scenario::{ClockSkew, Limit};
 use crate::workload::{PhasePlan, PlannedRequest};
 
 /// Open-loop phases stop launching (and wait) when this many requests are in flight.
@@ -27,7 +27,10 @@ const IN_FLIGHT_MAX: usize = 4096;
 
 /// Everything one request needs, shared by every task of the run.
 pub struct Driver {
-    pub limiter: Arc<dyn Limiter>,
+    /// The limiter's instances (`[limit] instances`): request `r` goes to `instances[r.instance]`.
+    pub instances: Vec<Arc<dyn Limiter>>,
+    /// The instances whose clocks are off (`clock-skew`).
+    pub clock_skews: Vec<ClockSkew>,
     pub limit: Limit,
     /// Which keys are the limiter's (for the nemesis in the gaps of the `Wire`).
     pub layout: KeyLayout,
@@ -40,10 +43,11 @@ pub struct Driver {
     pub inflight: Option<Arc<InFlight>>,
     pub recorder: Recorder,
     pub clock: RunClock,
-    /// Client connections; request `i` of a steady phase uses `conns[i % len]`, worker `k`
-    /// of a burst uses `conns[k % len]`. A connection the fault proxy closed (or lost) is
-    /// replaced by a new one for the requests after it, as a client's pool would.
-    pub conns: Vec<std::sync::Mutex<MultiplexedConnection>>,
+    /// Client connections, a pool per instance; request `i` of a steady phase uses slot
+    /// `i % len` of its instance's pool, worker `k` of a burst uses slot `k % len`. A
+    /// connection the fault proxy closed (or lost) is replaced by a new one for the requests
+    /// after it, as a client's pool would.
+    pub conns: Vec<Vec<std::sync::Mutex<MultiplexedConnection>>>,
     /// Where `conns` connect.
     pub url: String,
     pub progress: Progress,
@@ -110,10 +114,10 @@ impl Driver {
             let driver = Arc::clone(self);
             let flood = flood.clone();
             let client = Arc::clone(clients.entry(req.identity).or_default());
-            let slot = req.id as usize % self.conns.len();
+            let slot = req.id as usize % self.conns[0].len();
             tasks.spawn(async move {
                 let _turn = client.lock().await;
-                let mut conn = driver.conn(slot);
+                let mut conn = driver.conn(req.instance, slot);
                 driver.one(&mut conn, slot, req, phase, flood.as_deref()).await;
             });
         }
@@ -138,11 +142,11 @@ impl Driver {
             let driver = Arc::clone(self);
             let (requests, next, flood) = (Arc::clone(&requests), Arc::clone(&next), flood.clone());
             let start = Arc::clone(&start);
-            let slot = worker % (connections as usize).min(self.conns.len());
+            let slot = worker % (connections as usize).min(self.conns[0].len());
             workers.spawn(async move {
                 start.wait().await;
                 while let Some(&req) = requests.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let mut conn = driver.conn(slot);
+                    let mut conn = driver.conn(req.instance, slot);
                     driver.one(&mut conn, slot, req, phase, flood.as_deref()).await;
                 }
             });
@@ -150,15 +154,34 @@ impl Driver {
         while workers.join_next().await.is_some() {}
     }
 
-    fn conn(&self, slot: usize) -> MultiplexedConnection {
-        self.conns[slot].lock().expect("connection slot").clone()
+    fn conn(&self, instance: u32, slot: usize) -> MultiplexedConnection {
+        self.conns[instance as usize][slot]
+            .lock()
+            .expect("connection slot")
+            .clone()
     }
 
     /// Replace a connection that was closed under the client.
-    async fn reconnect(&self, slot: usize) {
+    async fn reconnect(&self, instance: u32, slot: usize) {
         if let Ok(Ok(fresh)) = tokio::time::timeout(Duration::from_secs(1), connect_client(&self.url)).await {
-            *self.conns[slot].lock().expect("connection slot") = fresh;
+            *self.conns[instance as usize][slot].lock().expect("connection slot") = fresh;
         }
+    }
+
+    /// What instance `instance`'s clock says now, in Unix ms: the machine's clock (the
+    /// server's too, on loopback), moved by the instance's `clock-skew`.
+    fn now_ms(&self, instance: u32) -> u64 {
+        let wall_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let elapsed_ms = self.clock.now_us() / 1000;
+        let off_ms: i64 = self
+            .clock_skews
+            .iter()
+            .filter(|s| s.instance == instance)
+            .map(|s| s.off_ms(elapsed_ms))
+            .sum();
+        wall_ms.saturating_add_signed(off_ms)
     }
 
     /// One request: invoke, decide through the limiter, complete; then the phase's cache writes.
@@ -176,6 +199,8 @@ impl Driver {
             identity: req.identity,
             ordinal: req.ordinal,
             key: key.clone(),
+            instance: req.instance,
+            now_ms: 0,
         };
         self.hook.before_request(&ctx).await;
         self.recorder.record(Event::Invoke {
@@ -185,18 +210,22 @@ impl Driver {
             ordinal: req.ordinal,
             key: key.clone(),
             phase,
+            instance: req.instance,
         });
         let ctx = RequestCtx {
             id: req.id,
             identity: req.identity,
             ordinal: req.ordinal,
             key,
+            instance: req.instance,
+            now_ms: self.now_ms(req.instance),
         };
         if let Some(inflight) = &self.inflight {
             inflight.begin(&ctx);
         }
         let mut wire = Wire::new(conn, self.wire_hook.as_ref(), &ctx, &self.layout);
-        let decided = self.limiter.acquire(&mut wire, &ctx.key, &self.limit).await;
+        let limiter = &self.instances[req.instance as usize];
+        let decided = limiter.acquire(&mut wire, &ctx.key, &self.limit).await;
         let (mut trips, mut keys) = wire.finish();
         // Holds of strikes in the proxy last until the completion is in the history.
         let ended = self.inflight.as_ref().map(|f| f.end(&ctx)).unwrap_or_default();
@@ -224,7 +253,7 @@ impl Driver {
         });
         drop(ended.holds);
         if lost {
-            self.reconnect(slot).await;
+            self.reconnect(req.instance, slot).await;
         }
         if let Some(flood) = flood {
             flood.write_for_request().await;

@@ -39,9 +39,9 @@ pub struct RunState {
     pub leave_as_found: Option<String>,
     /// Settings the run replaced, with their old values, to restore on such a server.
     pub previous_settings: Vec<(String, String)>,
-    /// The limiter instance driven, when it is not the configured one (an adapter process,
-    /// whose hello may name it and declare its algorithm and keys).
-    pub limiter: Option<Arc<dyn Limiter>>,
+    /// The limiter instances driven, once started (adapter processes, whose hello may name
+    /// the limiter and declare its algorithm and keys; or the configured built-in).
+    pub limiters: Vec<Arc<dyn Limiter>>,
     /// The keys the run took for the limiter's, once decided.
     pub layout: Option<KeyLayout>,
     /// The run's id (its owner's pid first), which names what it leaves on disk.
@@ -70,7 +70,10 @@ impl Drop for Background {
 
 /// The limiter as started for this run, and how its traffic reaches the server.
 struct Link {
+    /// The first instance: it speaks for the limiter (its name, keys, preparation).
     limiter: Arc<dyn Limiter>,
+    /// Every instance (`[limit] instances`), the first included.
+    instances: Vec<Arc<dyn Limiter>>,
     proxy: Option<Proxy>,
     inflight: Option<Arc<InFlight>>,
     /// Where the limiter's connections go (the proxy, or the server).
@@ -145,7 +148,9 @@ pub async fn execute(
         sample_now,
     };
     drive(config, &link, traffic, recorder, clock).await?;
-    link.limiter.stop().await;
+    for limiter in &link.instances {
+        limiter.stop().await;
+    }
     if let Some(proxy) = link.proxy {
         proxy.stop().await;
     }
@@ -255,21 +260,26 @@ async fn start_limiter(
         (None, None)
     };
     let client_url = proxy.as_ref().map_or_else(|| url.to_owned(), Proxy::url);
-    let limiter = config
-        .limiter
-        .start(&LimiterEnv {
-            redis_url: client_url.clone(),
-            limit: config.scenario.limit.clone(),
-            recorder: recorder.clone(),
-            clock,
-            report_dir: config.report_dir.clone(),
-            run_id: state.run_id.clone(),
-        })
-        .await?
-        .unwrap_or_else(|| Arc::clone(&config.limiter));
-    state.limiter = Some(Arc::clone(&limiter));
+    // One start per instance: an adapter process each; a built-in is the same code, with
+    // connections of its own per instance (the driver's).
+    for _ in 0..config.scenario.limit.instances {
+        let limiter = config
+            .limiter
+            .start(&LimiterEnv {
+                redis_url: client_url.clone(),
+                limit: config.scenario.limit.clone(),
+                recorder: recorder.clone(),
+                clock,
+                report_dir: config.report_dir.clone(),
+                run_id: state.run_id.clone(),
+            })
+            .await?
+            .unwrap_or_else(|| Arc::clone(&config.limiter));
+        state.limiters.push(limiter);
+    }
     Ok(Link {
-        limiter,
+        limiter: Arc::clone(&state.limiters[0]),
+        instances: state.limiters.clone(),
         proxy,
         inflight,
         url: client_url,
@@ -568,8 +578,13 @@ async fn drive(
         .max()
         .unwrap_or(1)
         .max(4);
+    let instances = scenario.limit.instances as usize;
     let conns: Vec<MultiplexedConnection> =
-        futures::future::try_join_all((0..pool).map(|_| connect_client(&link.url))).await?;
+        futures::future::try_join_all((0..pool * instances).map(|_| connect_client(&link.url))).await?;
+    let mut conns = conns.into_iter();
+    let conns: Vec<Vec<std::sync::Mutex<MultiplexedConnection>>> = (0..instances)
+        .map(|_| conns.by_ref().take(pool).map(std::sync::Mutex::new).collect())
+        .collect();
     let progress = Progress::new(schedule.total_requests(), config.show_progress);
     let wire_hook: Arc<dyn GapHook> = if link.inflight.is_some() {
         Arc::new(NoFaults)
@@ -577,7 +592,15 @@ async fn drive(
         Arc::clone(&nemesis) as Arc<dyn GapHook>
     };
     let driver = Arc::new(Driver {
-        limiter: Arc::clone(&link.limiter),
+        instances: link.instances.clone(),
+        clock_skews: scenario
+            .faults
+            .iter()
+            .filter_map(|f| match f {
+                Fault::ClockSkew(skew) => Some(*skew),
+                _ => None,
+            })
+            .collect(),
         limit: scenario.limit.clone(),
         layout: layout.clone(),
         hook: nemesis,
@@ -585,7 +608,7 @@ async fn drive(
         inflight: link.inflight.clone(),
         recorder: recorder.clone(),
         clock,
-        conns: conns.into_iter().map(std::sync::Mutex::new).collect(),
+        conns,
         url: link.url.clone(),
         progress: progress.clone(),
         sample_now,

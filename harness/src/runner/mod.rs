@@ -151,7 +151,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         }
     };
     // An adapter process is stopped on every way out (a no-op when execute already did).
-    if let Some(limiter) = &state.limiter {
+    for limiter in &state.limiters {
         limiter.stop().await;
     }
     drop(recorder);

@@ -55,6 +55,8 @@ pub struct LimitFile {
     pub requests_max: Spanned<i64>,
     pub window_ms: Spanned<i64>,
     pub identities: Option<Spanned<i64>>,
+    /// Limiter instances sharing the server.
+    pub instances: Option<Spanned<i64>>,
     pub key_prefix: Option<Spanned<String>>,
     /// Templates of the keys the limiter keeps per identity, e.g. `["app:{identity}:*"]`.
     pub keys: Option<Spanned<Vec<Spanned<String>>>>,
@@ -98,6 +100,12 @@ pub struct FaultFile {
     pub pause_ms: Option<Spanned<i64>>,
     /// `server-restart`: `none` (every key lost) or `aof` (kept, fsync on every write).
     pub persistence: Option<Spanned<String>>,
+    /// `clock-skew`: the limiter instance whose clock is off.
+    pub instance: Option<Spanned<i64>>,
+    /// `clock-skew`: how far ahead (positive) or behind (negative) its clock is.
+    pub offset_ms: Option<Spanned<i64>>,
+    /// `clock-skew`: how much further it drifts every second of the run.
+    pub drift_ms_per_s: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]

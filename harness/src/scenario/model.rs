@@ -78,6 +78,17 @@ impl Scenario {
         }
     }
 
+    /// How far instance `instance`'s clock is off `elapsed_ms` into the run (`clock-skew`).
+    pub fn clock_off_ms(&self, instance: u32, elapsed_ms: u64) -> i64 {
+        self.faults
+            .iter()
+            .filter_map(|f| match f {
+                Fault::ClockSkew(skew) if skew.instance == instance => Some(skew.off_ms(elapsed_ms)),
+                _ => None,
+            })
+            .sum()
+    }
+
     /// Whether a server fault restarts the server with its append-only file: the server must
     /// keep one from the start.
     pub fn keeps_aof(&self) -> bool {
@@ -312,11 +323,19 @@ pub struct Limit {
     pub requests_max: u64,
     pub window_ms: u64,
     pub identities: u32,
+    /// How many instances of the limiter share the server (app servers, each with its own
+    /// connections, or its own adapter process); requests are spread over them by the seed.
+    #[serde(skip_serializing_if = "is_one")]
+    pub instances: u32,
     pub key_prefix: String,
     /// The limiter's keys as the scenario (or `--keys`) describes them; `None` leaves it to
     /// the limiter's own declaration, else the default (`key_prefix` + identity).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keys: Option<KeyLayout>,
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 impl Limit {
@@ -416,6 +435,25 @@ pub enum Fault {
     MemoryPressure(MemoryPressure),
     /// Something happens to the limiter's server itself, at a moment of a phase.
     Server(ServerFault),
+    /// One limiter instance's clock is off: the `now_ms` it is given runs ahead or behind.
+    ClockSkew(ClockSkew),
+}
+
+/// A limiter instance whose clock disagrees with the others'.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct ClockSkew {
+    pub instance: u32,
+    /// Ahead (positive) or behind (negative) from the run's start.
+    pub offset_ms: i64,
+    /// And drifting further by this much per second of the run.
+    pub drift_ms_per_s: f64,
+}
+
+impl ClockSkew {
+    /// How far the instance's clock is off `elapsed_ms` into the run.
+    pub fn off_ms(&self, elapsed_ms: u64) -> i64 {
+        self.offset_ms + (self.drift_ms_per_s * elapsed_ms as f64 / 1000.0).round() as i64
+    }
 }
 
 /// The kinds of fault, as scenario files, the history and reports name them.
@@ -434,10 +472,11 @@ pub enum FaultKind {
     ServerPause,
     ScriptFlush,
     ClientKill,
+    ClockSkew,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 12] = [
+    pub const ALL: [FaultKind; 13] = [
         Self::ExpireBetweenRoundTrips,
         Self::StallBetweenRoundTrips,
         Self::ClientDiesBetweenRoundTrips,
@@ -450,6 +489,7 @@ impl FaultKind {
         Self::ServerPause,
         Self::ScriptFlush,
         Self::ClientKill,
+        Self::ClockSkew,
     ];
 
     /// The kind a scenario file names.
@@ -471,6 +511,7 @@ impl FaultKind {
             Self::ServerPause => "server-pause",
             Self::ScriptFlush => "script-flush",
             Self::ClientKill => "client-kill",
+            Self::ClockSkew => "clock-skew",
         }
     }
 }
@@ -490,6 +531,7 @@ impl Fault {
             Self::OnCommand(c) => c.action.kind(),
             Self::MemoryPressure(_) => FaultKind::MemoryPressure,
             Self::Server(s) => s.action.kind(),
+            Self::ClockSkew(_) => FaultKind::ClockSkew,
         }
     }
 
@@ -515,7 +557,7 @@ impl Fault {
             Self::ExpireBetweenRoundTrips(g)
             | Self::StallBetweenRoundTrips(g)
             | Self::ClientDiesBetweenRoundTrips(g) => Some(g),
-            Self::OnCommand(_) | Self::MemoryPressure(_) | Self::Server(_) => None,
+            Self::OnCommand(_) | Self::MemoryPressure(_) | Self::Server(_) | Self::ClockSkew(_) => None,
         }
     }
 }

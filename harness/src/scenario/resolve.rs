@@ -9,9 +9,9 @@ use toml::Spanned;
 use super::error::ScenarioError;
 use super::file::{CheckFile, FaultFile, LimitFile, PhaseFile, ScenarioFile, ServerFile, SetupFile};
 use super::model::{
-    CacheTarget, CheckConfig, CommandFault, CommandFaultAction, Expect, Fault, FaultKind, GapFault, GapFaultAction,
-    INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence, Phase, PhaseKind, Pick, REQUESTS_PER_RUN_MAX,
-    Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup, Spacing,
+    CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect, Fault, FaultKind, GapFault,
+    GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence, Phase, PhaseKind, Pick,
+    REQUESTS_PER_RUN_MAX, Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup, Spacing,
 };
 use crate::keys::{KeyLayout, LayoutSource};
 
@@ -255,10 +255,15 @@ fn resolve_limit(limit: &Spanned<LimitFile>, src: &Source<'_>) -> Result<Limit, 
         Some(keys) => Some(resolve_keys(keys, identities, src)?),
         None => None,
     };
+    let instances = match &file.instances {
+        Some(n) => src.in_range(n, "instances", 1..=16)? as u32,
+        None => 1,
+    };
     Ok(Limit {
         requests_max,
         window_ms,
         identities,
+        instances,
         key_prefix,
         keys,
     })
@@ -596,7 +601,70 @@ fn resolve_fault(
         FaultKind::ServerRestart | FaultKind::ServerPause | FaultKind::ScriptFlush | FaultKind::ClientKill => {
             resolve_server_fault(f, kind, phases, src).map(Fault::Server)
         }
+        FaultKind::ClockSkew => resolve_clock_skew(f, limit, src).map(Fault::ClockSkew),
     }
+}
+
+const SKEW_TAKES: &str = "instance, offset_ms, drift_ms_per_s";
+
+/// One limiter instance's clock, off by `offset_ms` and drifting by `drift_ms_per_s`.
+fn resolve_clock_skew(f: &FaultFile, limit: &Limit, src: &Source<'_>) -> Result<ClockSkew, ScenarioError> {
+    let what = "clock-skew fault";
+    src.not_for(&f.identity, "identity", what, SKEW_TAKES)?;
+    src.not_for(&f.request, "request", what, SKEW_TAKES)?;
+    src.not_for(&f.before_command, "before_command", what, SKEW_TAKES)?;
+    src.not_for(&f.times, "times", what, SKEW_TAKES)?;
+    src.not_for(&f.stall_ms, "stall_ms", what, SKEW_TAKES)?;
+    reject_command_fields(f, what, SKEW_TAKES, src)?;
+    reject_pressure_fields(f, what, SKEW_TAKES, src)?;
+    let instance = match &f.instance {
+        Some(i) => u32::try_from(*i.get_ref())
+            .ok()
+            .filter(|i| *i < limit.instances)
+            .ok_or_else(|| {
+                src.error(i, format!("instance {} does not exist", i.get_ref()))
+                    .with_help(format!(
+                        "instances are numbered 0 to {} ([limit] instances = {})",
+                        limit.instances - 1,
+                        limit.instances
+                    ))
+            })?,
+        None => {
+            return Err(src
+                .error(
+                    &f.kind,
+                    "a clock-skew fault needs `instance`: the limiter instance whose clock is off",
+                )
+                .with_help("e.g. `instance = 1` with `[limit] instances = 2`"));
+        }
+    };
+    let offset_ms = match &f.offset_ms {
+        Some(v) => {
+            let ms = *v.get_ref();
+            if ms.unsigned_abs() > 86_400_000 {
+                return Err(src.error(v, "offset_ms must be within a day either way (-86400000 to 86400000)"));
+            }
+            ms
+        }
+        None => 0,
+    };
+    let drift_ms_per_s = match &f.drift_ms_per_s {
+        Some(v) if !v.get_ref().is_finite() || v.get_ref().abs() > 1000.0 => {
+            return Err(src.error(v, "drift_ms_per_s must be between -1000 and 1000"));
+        }
+        Some(v) => *v.get_ref(),
+        None => 0.0,
+    };
+    if offset_ms == 0 && drift_ms_per_s == 0.0 {
+        return Err(src
+            .error(&f.kind, "a clock-skew fault needs `offset_ms` or `drift_ms_per_s`")
+            .with_help("e.g. `offset_ms = -1500` (1.5 s behind) or `drift_ms_per_s = 50`"));
+    }
+    Ok(ClockSkew {
+        instance,
+        offset_ms,
+        drift_ms_per_s,
+    })
 }
 
 const SERVER_TAKES: &str = "phase, after_ms (server-restart: persistence; server-pause: pause_ms)";
@@ -616,6 +684,9 @@ fn resolve_server_fault(
     src.not_for(&f.stall_ms, "stall_ms", &what, SERVER_TAKES)?;
     reject_command_fields(f, &what, SERVER_TAKES, src)?;
     src.not_for(&f.value_bytes, "value_bytes", &what, SERVER_TAKES)?;
+    src.not_for(&f.instance, "instance", &what, SERVER_TAKES)?;
+    src.not_for(&f.offset_ms, "offset_ms", &what, SERVER_TAKES)?;
+    src.not_for(&f.drift_ms_per_s, "drift_ms_per_s", &what, SERVER_TAKES)?;
     src.not_for(&f.ttl_s, "ttl_s", &what, SERVER_TAKES)?;
     src.not_for(&f.writes_per_request, "writes_per_request", &what, SERVER_TAKES)?;
     src.not_for(&f.target, "target", &what, SERVER_TAKES)?;
@@ -753,6 +824,9 @@ fn resolve_command_fault(
         after_ms: None,
         pause_ms: None,
         persistence: None,
+        instance: None,
+        offset_ms: None,
+        drift_ms_per_s: None,
     };
     let gap = resolve_gap(&as_gap, limit, GapFaultAction::ClientDies, src)?;
     Ok(CommandFault {
@@ -765,6 +839,11 @@ fn resolve_command_fault(
 }
 
 fn reject_pressure_fields(f: &FaultFile, kind: &str, takes: &str, src: &Source<'_>) -> Result<(), ScenarioError> {
+    if kind != "clock-skew fault" {
+        src.not_for(&f.instance, "instance", kind, takes)?;
+        src.not_for(&f.offset_ms, "offset_ms", kind, takes)?;
+        src.not_for(&f.drift_ms_per_s, "drift_ms_per_s", kind, takes)?;
+    }
     src.not_for(&f.after_ms, "after_ms", kind, takes)?;
     src.not_for(&f.pause_ms, "pause_ms", kind, takes)?;
     src.not_for(&f.persistence, "persistence", kind, takes)?;
@@ -836,6 +915,12 @@ fn resolve_pressure(
     src.not_for(&f.before_command, "before_command", kind, PRESSURE_TAKES)?;
     src.not_for(&f.times, "times", kind, PRESSURE_TAKES)?;
     src.not_for(&f.stall_ms, "stall_ms", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.instance, "instance", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.offset_ms, "offset_ms", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.drift_ms_per_s, "drift_ms_per_s", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.after_ms, "after_ms", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.pause_ms, "pause_ms", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.persistence, "persistence", kind, PRESSURE_TAKES)?;
     reject_command_fields(f, kind, PRESSURE_TAKES, src)?;
     let phase = f.phase.as_ref().ok_or_else(|| {
         src.error(

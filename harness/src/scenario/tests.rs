@@ -845,3 +845,99 @@ fn the_deadline_is_derived_from_phases_and_faults_unless_the_scenario_sets_it() 
         &["deadline_ms"],
     );
 }
+
+#[test]
+fn server_faults_resolve_with_their_moment_and_defaults() {
+    use crate::scenario::{Persistence, ServerAction, ServerErrorPolicy};
+    let text = edit(
+        MINIMAL,
+        "[check]\ninvariants = [\"ttl-present\"]",
+        "[[fault]]\nkind = \"server-restart\"\nphase = \"burst-2\"\nafter_ms = 40\npersistence = \"aof\"\n\n\
+         [[fault]]\nkind = \"server-pause\"\nphase = \"steady-1\"\npause_ms = 3000\n\n\
+         [[fault]]\nkind = \"script-flush\"\nphase = \"steady-1\"\n\n\
+         [[fault]]\nkind = \"client-kill\"\nphase = \"burst-2\"\nafter_ms = 5\n\n\
+         [check]\ninvariants = [\"fails-as-declared\"]\non_server_error = \"fail-open\"",
+    );
+    let s = parse_ok(&text);
+    let servers: Vec<_> = s.faults.iter().filter_map(|f| f.server()).collect();
+    assert_eq!(servers.len(), 4);
+    assert_eq!((servers[0].phase.as_str(), servers[0].after_ms), ("burst-2", 40));
+    assert_eq!(
+        servers[0].action,
+        ServerAction::Restart {
+            persistence: Persistence::Aof
+        }
+    );
+    assert_eq!(servers[1].action, ServerAction::Pause { pause_ms: 3000 });
+    assert_eq!(servers[1].after_ms, 0);
+    assert_eq!(servers[2].action, ServerAction::ScriptFlush);
+    assert_eq!(servers[3].action, ServerAction::ClientKill);
+    assert_eq!(s.check.on_server_error, ServerErrorPolicy::FailOpen);
+    assert!(s.keeps_aof());
+    assert!(s.disrupts_server().iter().any(|r| r.contains("server-restart")));
+    // The pause and the restart each may hold traffic up: the deadline allows for them.
+    assert!(s.deadline() > parse_ok(MINIMAL).deadline() + std::time::Duration::from_secs(16));
+}
+
+#[test]
+fn a_bad_server_fault_is_reported_where_it_is_written() {
+    let fault = |body: &str| {
+        edit(
+            MINIMAL,
+            "[check]\ninvariants = [\"ttl-present\"]",
+            &format!("[[fault]]\n{body}\n\n[check]\ninvariants = [\"ttl-present\"]"),
+        )
+    };
+    let no_phase = fault("kind = \"server-restart\"");
+    assert_error_at(
+        &parse_err(&no_phase),
+        &no_phase,
+        value_of(&no_phase, "kind = \"server-restart\""),
+        &["needs `phase`"],
+    );
+    let unknown_phase = fault("kind = \"script-flush\"\nphase = \"nope\"");
+    let err = parse_err(&unknown_phase);
+    assert_error_at(
+        &err,
+        &unknown_phase,
+        value_of(&unknown_phase, "phase = \"nope\""),
+        &["no phase is named `nope`"],
+    );
+    assert_help_has(&err, "steady-1");
+    let persistence = fault("kind = \"server-restart\"\nphase = \"burst-2\"\npersistence = \"rdb\"");
+    let err = parse_err(&persistence);
+    assert_error_at(
+        &err,
+        &persistence,
+        value_of(&persistence, "persistence = \"rdb\""),
+        &["unknown persistence"],
+    );
+    assert_help_has(&err, "aof");
+    let no_pause = fault("kind = \"server-pause\"\nphase = \"burst-2\"");
+    assert_error_at(
+        &parse_err(&no_pause),
+        &no_pause,
+        value_of(&no_pause, "kind = \"server-pause\""),
+        &["needs `pause_ms`"],
+    );
+    let stray = fault("kind = \"client-kill\"\nphase = \"burst-2\"\npause_ms = 10");
+    assert_error_at(
+        &parse_err(&stray),
+        &stray,
+        value_of(&stray, "pause_ms = 10"),
+        &["pause_ms"],
+    );
+    let policy = edit(
+        MINIMAL,
+        "invariants = [\"ttl-present\"]",
+        "invariants = [\"ttl-present\"]\non_server_error = \"shrug\"",
+    );
+    let err = parse_err(&policy);
+    assert_error_at(
+        &err,
+        &policy,
+        value_of(&policy, "on_server_error = \"shrug\""),
+        &["unknown on_server_error"],
+    );
+    assert_help_has(&err, "fail-closed");
+}

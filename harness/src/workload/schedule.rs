@@ -15,6 +15,8 @@ pub struct PlannedRequest {
     pub ordinal: u64,
     /// Send time from the phase's start (open-loop phases; 0 in bursts).
     pub offset_us: u64,
+    /// The limiter instance that decides it (`[limit] instances`), chosen by the seed.
+    pub instance: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +71,7 @@ pub fn plan(scenario: &Scenario, seed: u64) -> Schedule {
             identity,
             ordinal: ordinals[identity as usize],
             offset_us,
+            instance: 0,
         };
         next_id += 1;
         req
@@ -120,7 +123,27 @@ pub fn plan(scenario: &Scenario, seed: u64) -> Schedule {
             },
         })
         .collect();
-    Schedule { phases }
+    let mut schedule = Schedule { phases };
+    spread_over_instances(&mut schedule, scenario.limit.instances, seed);
+    schedule
+}
+
+/// Give each request a limiter instance, uniformly by the seed — from a generator of its own,
+/// so that a scenario with one instance keeps the schedule it had before instances existed.
+fn spread_over_instances(schedule: &mut Schedule, instances: u32, seed: u64) {
+    if instances <= 1 {
+        return;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x1a57_a4ce);
+    for phase in &mut schedule.phases {
+        let requests = match phase {
+            PhasePlan::Steady { requests, .. } | PhasePlan::Burst { requests, .. } => requests,
+            PhasePlan::Quiet { .. } => continue,
+        };
+        for request in requests {
+            request.instance = rng.random_range(0..instances);
+        }
+    }
 }
 
 fn choose(rng: &mut ChaCha8Rng, identities: &[u32], pick: Pick, nth: u64) -> u32 {

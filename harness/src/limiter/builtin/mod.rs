@@ -4,6 +4,7 @@
 mod exists_then_incr;
 mod gcra_lua;
 mod get_then_incr;
+mod incr_pexpireat_client_clock;
 mod incr_then_expire;
 pub(crate) mod lua;
 mod lua_fixed_window;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use super::Limiter;
 
 /// The names `--limiter` accepts for built-ins, in the order `list` shows them.
-pub const BUILTIN_NAMES: [&str; 11] = [
+pub const BUILTIN_NAMES: [&str; 12] = [
     "get-then-incr",
     "incr-then-expire",
     "multi-incr-expire-nx",
@@ -31,6 +32,7 @@ pub const BUILTIN_NAMES: [&str; 11] = [
     "sliding-log-zset",
     "token-bucket-lua",
     "gcra-lua",
+    "incr-pexpireat-client-clock",
 ];
 
 /// A built-in limiter by name.
@@ -47,6 +49,7 @@ pub fn builtin(name: &str) -> Option<Arc<dyn Limiter>> {
         "sliding-log-zset" => Arc::new(sliding_log_zset::SlidingLogZset::new()),
         "token-bucket-lua" => Arc::new(token_bucket_lua::TokenBucketLua::new()),
         "gcra-lua" => Arc::new(gcra_lua::GcraLua::new()),
+        "incr-pexpireat-client-clock" => Arc::new(incr_pexpireat_client_clock::IncrPexpireatClientClock),
         _ => return None,
     })
 }

@@ -274,6 +274,7 @@ fn dense_history(requests: u64, identities: u32, duration_ms: u64) -> (Limit, Ve
             ordinal: nth + 1,
             key: key.clone(),
             phase: 0,
+            instance: 0,
         });
         events.push(Event::Complete {
             id,
