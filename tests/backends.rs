@@ -30,7 +30,10 @@ async fn containers_are_labelled_answer_and_are_removed_on_stop() {
         return;
     };
     let run_id = format!("{}-smoke", std::process::id());
-    let server = backend.start(ServerRole::Limiter, &run_id).await.unwrap();
+    let server = backend
+        .start(ServerRole::Limiter, &run_id, Default::default())
+        .await
+        .unwrap();
     assert!(
         server.describe().contains("limiter-harness/redis:"),
         "{}",
@@ -53,7 +56,10 @@ async fn servers_listen_on_loopback_only_with_protected_mode() {
             continue;
         };
         let run_id = format!("{}-loopback", std::process::id());
-        let server = backend.start(ServerRole::Limiter, &run_id).await.unwrap();
+        let server = backend
+            .start(ServerRole::Limiter, &run_id, Default::default())
+            .await
+            .unwrap();
         assert!(server.url().starts_with("redis://127.0.0.1:"), "{}", server.url());
         let mut conn = runner::connect(server.url()).await.unwrap();
         for (setting, want) in [("bind", "127.0.0.1"), ("protected-mode", "yes")] {
@@ -88,11 +94,14 @@ async fn clean_removes_leftover_containers_and_processes() {
     let Some(containers) = backend(Kind::Container).await else {
         return;
     };
-    let container = containers.start(ServerRole::Limiter, &run_id).await.unwrap();
+    let container = containers
+        .start(ServerRole::Limiter, &run_id, Default::default())
+        .await
+        .unwrap();
     let process = backend(Kind::Process)
         .await
         .unwrap()
-        .start(ServerRole::Limiter, &run_id)
+        .start(ServerRole::Limiter, &run_id, Default::default())
         .await
         .unwrap();
     let pid: i32 = process.describe().split_whitespace().nth(1).unwrap().parse().unwrap();

@@ -30,7 +30,11 @@ impl Server {
     async fn start(name: &str) -> Self {
         let backend = ProcessBackend::new(std::path::Path::new("redis-server")).expect("these tests need redis-server");
         let handle = backend
-            .start(ServerRole::Limiter, &format!("{}-audit-{name}", std::process::id()))
+            .start(
+                ServerRole::Limiter,
+                &format!("{}-audit-{name}", std::process::id()),
+                Default::default(),
+            )
             .await
             .expect("start redis-server");
         let admin = redis::Client::open(handle.url())

@@ -58,7 +58,11 @@ impl TestServer {
     pub async fn start(kind: Kind) -> Option<Self> {
         let backend = backend(kind).await?;
         let handle = backend
-            .start(ServerRole::Limiter, &format!("{}-test", std::process::id()))
+            .start(
+                ServerRole::Limiter,
+                &format!("{}-test", std::process::id()),
+                Default::default(),
+            )
             .await
             .expect("start server");
         let url = handle.url().to_owned();

@@ -237,6 +237,7 @@ mod tests {
             keys: vec!["rl:0".into()],
             other_keys: vec![],
             phase: 0,
+            instance: 0,
             invoke_us,
             complete_us: Some(complete_us),
             outcome: Some(crate::history::Outcome::Allowed),

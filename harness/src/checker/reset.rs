@@ -199,12 +199,7 @@ fn restart_losses(input: &CheckInput<'_>) -> Vec<Anomaly> {
         .filter(|o| o.kind == FaultKind::ServerRestart && !o.keys_kept)
     {
         let mut live: BTreeMap<String, String> = BTreeMap::new();
-        if let Some(sample) = history
-            .samples
-            .iter()
-            .filter(|s| s.t_end_us <= outage.start_us)
-            .next_back()
-        {
+        if let Some(sample) = history.samples.iter().rfind(|s| s.t_end_us <= outage.start_us) {
             for k in sample.keys.iter().filter(|k| {
                 k.pttl_ms == -1 || (k.pttl_ms >= 0 && sample.t_end_us + k.pttl_ms as u64 * 1000 > outage.start_us)
             }) {

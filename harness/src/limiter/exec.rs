@@ -764,7 +764,7 @@ mod tests {
         assert!(hello(r#"{"protocol": 2}"#).is_ok());
         assert!(hello(r#"{"protocol": 3}"#).unwrap_err().contains("1 to 2"));
         assert!(hello(r#"{"protocol": 1, "keys": ["app:{identity}:*"], "ttl_max_windows": 2, "plant": true}"#).is_ok());
-        assert!(hello(r#"{"protocol": 2}"#).unwrap_err().contains("protocol 2"));
+        assert!(hello(r#"{"protocol": 0}"#).unwrap_err().contains("protocol 0"));
         assert!(
             hello(r#"{"protocol": 1, "keys": ["app:{id}"]}"#)
                 .unwrap_err()
