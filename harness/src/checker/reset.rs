@@ -290,58 +290,71 @@ fn find_drops(history: &HistoryIndex, key: &str, drops: &mut Drops, anomalies: &
         if b.count >= a.count {
             continue;
         }
-        let window = history.keyspace_between(key, a.invoke_us, b.end_us().saturating_add(NOTIFY_DELAY_US));
-        let kinds: Vec<&str> = window.map(|(_, e)| e.as_str()).collect();
-        let restart = history
-            .outages
-            .iter()
-            .find(|o| o.kind == FaultKind::ServerRestart && o.within(a.invoke_us, b.end_us()));
-        if kinds.contains(&"evicted") {
-            // Reported from the notification itself.
-        } else if restart.is_some_and(|o| !o.keys_kept) {
-            // Reported from the restart: every live key was lost with it.
-        } else if kinds.contains(&"expired") {
-            drops.expired += 1;
-        } else if kinds.contains(&"del") {
-            anomalies.push(drop_anomaly(
-                key,
-                a,
-                b,
-                "reset-by-del",
-                "a DEL removed it while its window was live",
-            ));
-        } else if let Some(outage) = restart {
-            // The server kept its keys (an append-only file): unless the key's TTL ran out
-            // while it was down (its expiry then goes unnotified), the restart lost it.
-            if outage_outlived(history, key, outage, b) {
-                drops.expired += 1;
-            } else {
-                anomalies.push(drop_anomaly(
-                    key,
-                    a,
-                    b,
-                    "reset-by-restart",
-                    &format!(
-                        "the server restarted with its append-only file (fault {}) and came back without it",
-                        outage.fault
-                    ),
-                ));
-            }
-        } else if history.keyspace_complete {
-            anomalies.push(drop_anomaly(
-                key,
-                a,
-                b,
-                "reset-unexplained",
-                "it vanished with no expired, evicted or del notification, and no server fault in between (a restart, FLUSHALL or failover?)",
-            ));
-        } else {
-            drops.unexplained_blind += 1;
-        }
+        explain_drop(history, key, a, b, drops, anomalies);
         // A new window began by `b`: compare later requests only with ones of this window
         // that finished before they started (`b` itself is folded in once it has finished).
         epoch_start_us = b.invoke_us;
         best = None;
+    }
+}
+
+/// Why `b` counted lower than `a` on `key`: an expiry, an eviction or a restart that lost
+/// every key (each reported elsewhere), or an anomaly of its own.
+fn explain_drop(
+    history: &HistoryIndex,
+    key: &str,
+    a: &Request,
+    b: &Request,
+    drops: &mut Drops,
+    anomalies: &mut Vec<Anomaly>,
+) {
+    let window = history.keyspace_between(key, a.invoke_us, b.end_us().saturating_add(NOTIFY_DELAY_US));
+    let kinds: Vec<&str> = window.map(|(_, e)| e.as_str()).collect();
+    let restart = history
+        .outages
+        .iter()
+        .find(|o| o.kind == FaultKind::ServerRestart && o.within(a.invoke_us, b.end_us()));
+    if kinds.contains(&"evicted") {
+        // Reported from the notification itself.
+    } else if restart.is_some_and(|o| !o.keys_kept) {
+        // Reported from the restart: every live key was lost with it.
+    } else if kinds.contains(&"expired") {
+        drops.expired += 1;
+    } else if kinds.contains(&"del") {
+        anomalies.push(drop_anomaly(
+            key,
+            a,
+            b,
+            "reset-by-del",
+            "a DEL removed it while its window was live",
+        ));
+    } else if let Some(outage) = restart {
+        // The server kept its keys (an append-only file): unless the key's TTL ran out
+        // while it was down (its expiry then goes unnotified), the restart lost it.
+        if outage_outlived(history, key, outage, b) {
+            drops.expired += 1;
+        } else {
+            anomalies.push(drop_anomaly(
+                key,
+                a,
+                b,
+                "reset-by-restart",
+                &format!(
+                    "the server restarted with its append-only file (fault {}) and came back without it",
+                    outage.fault
+                ),
+            ));
+        }
+    } else if history.keyspace_complete {
+        anomalies.push(drop_anomaly(
+            key,
+            a,
+            b,
+            "reset-unexplained",
+            "it vanished with no expired, evicted or del notification, and no server fault in between (a restart, FLUSHALL or failover?)",
+        ));
+    } else {
+        drops.unexplained_blind += 1;
     }
 }
 

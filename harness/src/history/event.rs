@@ -192,6 +192,13 @@ pub enum Outcome {
     Indeterminate,
 }
 
+impl Outcome {
+    /// A limiter's decision.
+    pub fn of(allowed: bool) -> Self {
+        if allowed { Self::Allowed } else { Self::Rejected }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ServerRole {

@@ -50,73 +50,110 @@ pub async fn subscribe_keyspace(
         .iter()
         .map(|t| format!("{channel_prefix}{}", t.pattern()))
         .collect();
-    let overlapping = patterns.len() > 1;
+    let filter = Filter {
+        overlapping: patterns.len() > 1,
+        channel_prefix,
+        layout,
+        channels,
+    };
     let mut pubsub = psubscribe(&client, &patterns).await?;
     Ok(tokio::spawn(async move {
         let mut seen = 0u64;
-        loop {
-            let mut messages = pubsub.on_message();
-            let lost = loop {
-                tokio::select! {
-                    () = stop.cancelled() => break false,
-                    msg = messages.next() => match msg {
-                        Some(msg) => {
-                            let key = msg.get_channel_name().strip_prefix(channel_prefix.as_str()).unwrap_or_default().to_owned();
-                            // Only the keys the layout says are the run's (a glob matches more).
-                            if layout.identity_of(key.as_bytes()).is_none() {
-                                continue;
-                            }
-                            if overlapping {
-                                let first = layout.template_of(key.as_bytes()).map(|t| channels[t].as_str());
-                                if msg.get_pattern::<String>().ok().as_deref() != first {
-                                    continue;
-                                }
-                            }
-                            let event: String = msg.get_payload().unwrap_or_default();
-                            seen += 1;
-                            recorder.record(Event::Keyspace { t_us: clock.now_us(), key, event });
-                        }
-                        None => break true,
-                    }
-                }
-            };
-            drop(messages);
-            if !lost {
-                break;
-            }
+        while listen(&mut pubsub, &filter, &recorder, &clock, &stop, &mut seen).await {
             // The server went away (a restart): subscribe again once it is back.
             let t_lost_us = clock.now_us();
-            match resubscribe(&client, &patterns, &stop).await {
-                Some(again) => {
-                    pubsub = again;
-                    recorder.record(Event::Problem {
-                        t_us: clock.now_us(),
-                        source: "keyspace-gap".into(),
-                        detail: format!(
-                            "the keyspace-notification connection closed at {} ms and was subscribed again at {} ms: notifications in between were not seen",
-                            t_lost_us / 1000,
-                            clock.now_us() / 1000
-                        ),
-                        fatal: false,
-                        noted: false,
-                    });
-                }
-                None => {
-                    recorder.record(Event::Problem {
-                        t_us: clock.now_us(),
-                        source: "keyspace".into(),
-                        detail:
-                            "the keyspace-notification connection closed; later expirations and evictions were not seen"
-                                .into(),
-                        fatal: false,
-                        noted: false,
-                    });
-                    break;
-                }
+            let again = resubscribe(&client, &patterns, &stop).await;
+            note_loss(&recorder, &clock, t_lost_us, again.is_some());
+            match again {
+                Some(again) => pubsub = again,
+                None => break,
             }
         }
         seen
     }))
+}
+
+/// Which notifications are the run's: a key of the layout, once per glob.
+struct Filter {
+    channel_prefix: String,
+    layout: KeyLayout,
+    /// Each template's channel pattern, to keep the first glob's copy of a key two globs match.
+    channels: Vec<String>,
+    overlapping: bool,
+}
+
+impl Filter {
+    fn key_of(&self, msg: &redis::Msg) -> Option<String> {
+        let key = msg.get_channel_name().strip_prefix(self.channel_prefix.as_str())?;
+        // Only the keys the layout says are the run's (a glob matches more).
+        self.layout.identity_of(key.as_bytes())?;
+        if self.overlapping {
+            let first = self
+                .layout
+                .template_of(key.as_bytes())
+                .map(|t| self.channels[t].as_str());
+            if msg.get_pattern::<String>().ok().as_deref() != first {
+                return None;
+            }
+        }
+        Some(key.to_owned())
+    }
+}
+
+/// Record the run's notifications until `stop` (false) or until the connection is lost (true).
+async fn listen(
+    pubsub: &mut redis::aio::PubSub,
+    filter: &Filter,
+    recorder: &Recorder,
+    clock: &RunClock,
+    stop: &CancellationToken,
+    seen: &mut u64,
+) -> bool {
+    {
+        let mut messages = pubsub.on_message();
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return false,
+                msg = messages.next() => match msg {
+                    Some(msg) => {
+                        let Some(key) = filter.key_of(&msg) else { continue };
+                        let event: String = msg.get_payload().unwrap_or_default();
+                        *seen += 1;
+                        recorder.record(Event::Keyspace { t_us: clock.now_us(), key, event });
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+    true
+}
+
+/// A lost notification connection: a gap when it was subscribed again, the end of the
+/// notifications (so the checkers know they are incomplete) when not.
+fn note_loss(recorder: &Recorder, clock: &RunClock, t_lost_us: u64, resubscribed: bool) {
+    let (source, detail) = if resubscribed {
+        (
+            "keyspace-gap",
+            format!(
+                "the keyspace-notification connection closed at {} ms and was subscribed again at {} ms: notifications in between were not seen",
+                t_lost_us / 1000,
+                clock.now_us() / 1000
+            ),
+        )
+    } else {
+        (
+            "keyspace",
+            "the keyspace-notification connection closed; later expirations and evictions were not seen".to_owned(),
+        )
+    };
+    recorder.record(Event::Problem {
+        t_us: clock.now_us(),
+        source: source.into(),
+        detail,
+        fatal: false,
+        noted: false,
+    });
 }
 
 async fn psubscribe(client: &redis::Client, channels: &[String]) -> redis::RedisResult<redis::aio::PubSub> {

@@ -194,15 +194,7 @@ impl Driver {
         flood: Option<&CacheFlood>,
     ) {
         let key = self.limit.key(req.identity);
-        let ctx = RequestCtx {
-            id: req.id,
-            identity: req.identity,
-            ordinal: req.ordinal,
-            key: key.clone(),
-            instance: req.instance,
-            now_ms: 0,
-        };
-        self.hook.before_request(&ctx).await;
+        self.hook.before_request(&request_ctx(&req, key.clone(), 0)).await;
         self.recorder.record(Event::Invoke {
             id: req.id,
             t_us: self.clock.now_us(),
@@ -212,14 +204,7 @@ impl Driver {
             phase,
             instance: req.instance,
         });
-        let ctx = RequestCtx {
-            id: req.id,
-            identity: req.identity,
-            ordinal: req.ordinal,
-            key,
-            instance: req.instance,
-            now_ms: self.now_ms(req.instance),
-        };
+        let ctx = request_ctx(&req, key, self.now_ms(req.instance));
         if let Some(inflight) = &self.inflight {
             inflight.begin(&ctx);
         }
@@ -235,11 +220,7 @@ impl Driver {
         remember_keys(&mut keys, ended.keys);
         let lost = matches!(&decided, Err(e) if e.is_connection_dropped() || e.is_unrecoverable_error());
         let (outcome, count, error) = match decided {
-            Ok(d) => (
-                if d.allowed { Outcome::Allowed } else { Outcome::Rejected },
-                d.count,
-                None,
-            ),
+            Ok(d) => (Outcome::of(d.allowed), d.count, None),
             Err(e) => (classify(&e), None, Some(e.to_string())),
         };
         self.recorder.record(Event::Complete {
@@ -259,6 +240,17 @@ impl Driver {
             flood.write_for_request().await;
         }
         self.progress.request_done();
+    }
+}
+
+fn request_ctx(req: &PlannedRequest, key: String, now_ms: u64) -> RequestCtx {
+    RequestCtx {
+        id: req.id,
+        identity: req.identity,
+        ordinal: req.ordinal,
+        key,
+        instance: req.instance,
+        now_ms,
     }
 }
 

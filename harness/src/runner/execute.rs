@@ -70,9 +70,8 @@ impl Drop for Background {
 
 /// The limiter as started for this run, and how its traffic reaches the server.
 struct Link {
-    /// The first instance: it speaks for the limiter (its name, keys, preparation).
-    limiter: Arc<dyn Limiter>,
-    /// Every instance (`[limit] instances`), the first included.
+    /// Every instance (`[limit] instances`); the first speaks for the limiter
+    /// ([`Link::limiter`]).
     instances: Vec<Arc<dyn Limiter>>,
     proxy: Option<Proxy>,
     inflight: Option<Arc<InFlight>>,
@@ -185,17 +184,17 @@ async fn prepare_state(
     clock: RunClock,
 ) -> Result<(), SetupError> {
     let scenario = &config.scenario;
-    link.limiter
+    link.limiter()
         .prepare(admin, &scenario.limit)
         .await
         .map_err(|e| SetupError::LimiterPrepare {
-            limiter: link.limiter.name().to_owned(),
+            limiter: link.limiter().name().to_owned(),
             reason: e.to_string(),
         })?;
     plant(
         &scenario.setup,
         &scenario.limit,
-        link.limiter.as_ref(),
+        link.limiter().as_ref(),
         layout,
         admin,
         recorder,
@@ -230,6 +229,13 @@ fn note_event(clock: RunClock, source: &str, detail: &str) -> Event {
         detail: detail.into(),
         fatal: false,
         noted: true,
+    }
+}
+
+impl Link {
+    /// The first instance: its name, keys and preparation are the limiter's.
+    fn limiter(&self) -> &Arc<dyn Limiter> {
+        &self.instances[0]
     }
 }
 
@@ -278,7 +284,6 @@ async fn start_limiter(
         state.limiters.push(limiter);
     }
     Ok(Link {
-        limiter: Arc::clone(&state.limiters[0]),
         instances: state.limiters.clone(),
         proxy,
         inflight,
@@ -295,7 +300,7 @@ fn decide_keys(
     clock: RunClock,
     state: &mut RunState,
 ) -> KeyLayout {
-    let (layout, note) = resolve_layout(&config.scenario.limit, link.limiter.as_ref());
+    let (layout, note) = resolve_layout(&config.scenario.limit, link.limiter().as_ref());
     if let Some(inflight) = &link.inflight {
         inflight.set_layout(layout.clone());
     }
@@ -306,7 +311,7 @@ fn decide_keys(
         )
     });
     recorder.record(super::limiter_event(
-        link.limiter.as_ref(),
+        link.limiter().as_ref(),
         (layout.clone(), note),
         proxy,
         clock,
@@ -568,23 +573,7 @@ async fn drive(
         sample_now,
     } = traffic;
     let scenario = &config.scenario;
-    let pool = scenario
-        .phases
-        .iter()
-        .filter_map(|p| match p.kind {
-            PhaseKind::Burst { connections, .. } => Some(connections as usize),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(1)
-        .max(4);
-    let instances = scenario.limit.instances as usize;
-    let conns: Vec<MultiplexedConnection> =
-        futures::future::try_join_all((0..pool * instances).map(|_| connect_client(&link.url))).await?;
-    let mut conns = conns.into_iter();
-    let conns: Vec<Vec<std::sync::Mutex<MultiplexedConnection>>> = (0..instances)
-        .map(|_| conns.by_ref().take(pool).map(std::sync::Mutex::new).collect())
-        .collect();
+    let conns = driver_conns(scenario, &link.url).await?;
     let progress = Progress::new(schedule.total_requests(), config.show_progress);
     let wire_hook: Arc<dyn GapHook> = if link.inflight.is_some() {
         Arc::new(NoFaults)
@@ -625,6 +614,30 @@ async fn drive(
     }
     progress.finish();
     Ok(())
+}
+
+/// The driver's connections: per limiter instance, as many as the widest burst (at least 4).
+async fn driver_conns(
+    scenario: &crate::scenario::Scenario,
+    url: &str,
+) -> Result<Vec<Vec<std::sync::Mutex<MultiplexedConnection>>>, SetupError> {
+    let pool = scenario
+        .phases
+        .iter()
+        .filter_map(|p| match p.kind {
+            PhaseKind::Burst { connections, .. } => Some(connections as usize),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(1)
+        .max(4);
+    let instances = scenario.limit.instances as usize;
+    let conns: Vec<MultiplexedConnection> =
+        futures::future::try_join_all((0..pool * instances).map(|_| connect_client(url))).await?;
+    let mut conns = conns.into_iter();
+    Ok((0..instances)
+        .map(|_| conns.by_ref().take(pool).map(std::sync::Mutex::new).collect())
+        .collect())
 }
 
 /// The servers' `INFO` counters at the end (the report takes the difference to the start).

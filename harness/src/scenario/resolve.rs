@@ -616,7 +616,7 @@ fn resolve_clock_skew(f: &FaultFile, limit: &Limit, src: &Source<'_>) -> Result<
     src.not_for(&f.times, "times", what, SKEW_TAKES)?;
     src.not_for(&f.stall_ms, "stall_ms", what, SKEW_TAKES)?;
     reject_command_fields(f, what, SKEW_TAKES, src)?;
-    reject_pressure_fields(f, what, SKEW_TAKES, src)?;
+    reject_moment_and_memory_fields(f, what, SKEW_TAKES, src)?;
     let instance = match &f.instance {
         Some(i) => u32::try_from(*i.get_ref())
             .ok()
@@ -713,7 +713,17 @@ fn resolve_server_fault(
         Some(v) => src.in_range(v, "after_ms", 0..=3_600_000)?,
         None => 0,
     };
-    let action = match kind {
+    let action = server_action(f, kind, src)?;
+    Ok(ServerFault {
+        phase: phase.get_ref().clone(),
+        after_ms,
+        action,
+    })
+}
+
+/// What a server fault does: the fields each kind takes.
+fn server_action(f: &FaultFile, kind: FaultKind, src: &Source<'_>) -> Result<ServerAction, ScenarioError> {
+    Ok(match kind {
         FaultKind::ServerRestart => ServerAction::Restart {
             persistence: match f.persistence.as_ref() {
                 None => Persistence::None,
@@ -740,11 +750,6 @@ fn resolve_server_fault(
         }
         FaultKind::ScriptFlush => ServerAction::ScriptFlush,
         _ => ServerAction::ClientKill,
-    };
-    Ok(ServerFault {
-        phase: phase.get_ref().clone(),
-        after_ms,
-        action,
     })
 }
 
@@ -839,11 +844,22 @@ fn resolve_command_fault(
 }
 
 fn reject_pressure_fields(f: &FaultFile, kind: &str, takes: &str, src: &Source<'_>) -> Result<(), ScenarioError> {
-    if kind != "clock-skew fault" {
-        src.not_for(&f.instance, "instance", kind, takes)?;
-        src.not_for(&f.offset_ms, "offset_ms", kind, takes)?;
-        src.not_for(&f.drift_ms_per_s, "drift_ms_per_s", kind, takes)?;
-    }
+    reject_skew_fields(f, kind, takes, src)?;
+    reject_moment_and_memory_fields(f, kind, takes, src)
+}
+
+fn reject_skew_fields(f: &FaultFile, kind: &str, takes: &str, src: &Source<'_>) -> Result<(), ScenarioError> {
+    src.not_for(&f.instance, "instance", kind, takes)?;
+    src.not_for(&f.offset_ms, "offset_ms", kind, takes)?;
+    src.not_for(&f.drift_ms_per_s, "drift_ms_per_s", kind, takes)
+}
+
+fn reject_moment_and_memory_fields(
+    f: &FaultFile,
+    kind: &str,
+    takes: &str,
+    src: &Source<'_>,
+) -> Result<(), ScenarioError> {
     src.not_for(&f.after_ms, "after_ms", kind, takes)?;
     src.not_for(&f.pause_ms, "pause_ms", kind, takes)?;
     src.not_for(&f.persistence, "persistence", kind, takes)?;

@@ -43,19 +43,6 @@ impl Limiter for IncrPexpireatClientClock {
 
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {
         let expire_at_ms = wire.request().now_ms + limit.window_ms;
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("INCR")
-            .arg(key)
-            .cmd("PEXPIREAT")
-            .arg(key)
-            .arg(expire_at_ms)
-            .arg("NX")
-            .ignore();
-        let (count,): (i64,) = wire.pipe(&pipe).await?;
-        Ok(Decision {
-            allowed: count <= limit.requests_max as i64,
-            count: Some(count),
-        })
+        super::multi_incr_expire_nx::incr_with_expiry_nx(wire, key, limit, "PEXPIREAT", expire_at_ms).await
     }
 }

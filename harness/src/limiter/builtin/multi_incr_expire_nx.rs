@@ -40,20 +40,33 @@ impl Limiter for MultiIncrExpireNx {
     }
 
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision> {
-        let mut pipe = redis::pipe();
-        // `Pipeline::incr` would send INCRBY; the fix is written with INCR.
-        pipe.atomic()
-            .cmd("INCR")
-            .arg(key)
-            .cmd("PEXPIRE")
-            .arg(key)
-            .arg(limit.window_ms)
-            .arg("NX")
-            .ignore();
-        let (count,): (i64,) = wire.pipe(&pipe).await?;
-        Ok(Decision {
-            allowed: count <= limit.requests_max as i64,
-            count: Some(count),
-        })
+        incr_with_expiry_nx(wire, key, limit, "PEXPIRE", limit.window_ms).await
     }
+}
+
+/// MULTI; INCR key; `expire` key `value` NX; EXEC in one round trip, admitting when the count
+/// is within the limit: incident 1's fix, with the expiry command the caller names (a
+/// relative PEXPIRE, or a PEXPIREAT from the app's clock).
+pub(super) async fn incr_with_expiry_nx(
+    wire: &mut Wire<'_>,
+    key: &str,
+    limit: &Limit,
+    expire: &str,
+    value: u64,
+) -> RedisResult<Decision> {
+    let mut pipe = redis::pipe();
+    // `Pipeline::incr` would send INCRBY; the fix is written with INCR.
+    pipe.atomic()
+        .cmd("INCR")
+        .arg(key)
+        .cmd(expire)
+        .arg(key)
+        .arg(value)
+        .arg("NX")
+        .ignore();
+    let (count,): (i64,) = wire.pipe(&pipe).await?;
+    Ok(Decision {
+        allowed: count <= limit.requests_max as i64,
+        count: Some(count),
+    })
 }
