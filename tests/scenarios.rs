@@ -126,3 +126,41 @@ async fn steady_control_in_a_container() {
 async fn steady_control_in_a_process() {
     steady_control(Kind::Process).await;
 }
+
+/// A failover to a replica held back 1 s rolls the counters back (attributed to it); a
+/// clean one leaves the old connections on the demoted node, answering READONLY.
+async fn failovers(kind: Kind) {
+    let Some((lost, _dir)) = run(scenario("failover-lost-writes"), "multi-incr-expire-nx", kind).await else {
+        return;
+    };
+    let resets = kinds(&lost, Invariant::NoCounterReset);
+    assert!(
+        !resets.is_empty() && resets.iter().all(|k| k == "reset-by-failover"),
+        "{resets:?}"
+    );
+    assert_eq!(result(&lost, Invariant::RecoversAfterFault).verdict, Verdict::Valid);
+    assert!(
+        lost.faults[0].outcome.contains("held back"),
+        "{}",
+        lost.faults[0].outcome
+    );
+
+    let (stuck, _dir) = run(scenario("failover-readonly"), "lua-fixed-window", kind)
+        .await
+        .expect("backend available");
+    assert_eq!(kinds(&stuck, Invariant::RecoversAfterFault), ["never-recovered"]);
+    let seen = &result(&stuck, Invariant::RecoversAfterFault).anomalies[0].seen;
+    assert!(seen.iter().any(|s| s.contains("read only replica")), "{seen:?}");
+    // Nothing was lost: writes were paused until the replica had them all.
+    assert_eq!(result(&stuck, Invariant::NoCounterReset).verdict, Verdict::Valid);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failovers_in_a_container() {
+    failovers(Kind::Container).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failovers_in_a_process() {
+    failovers(Kind::Process).await;
+}

@@ -183,6 +183,7 @@ fn role_name(role: ServerRole) -> &'static str {
     match role {
         ServerRole::Limiter => "limiter",
         ServerRole::Cache => "cache",
+        ServerRole::Replica => "replica",
     }
 }
 

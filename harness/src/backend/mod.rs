@@ -6,7 +6,9 @@
 mod clean;
 mod container;
 mod image;
+mod pair;
 mod process;
+mod relay;
 mod url;
 
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use async_trait::async_trait;
 pub use clean::{CleanSummary, RUN_ENV, clean, forget_settings, kill_run_processes, save_settings};
 pub use container::{ContainerBackend, docker_ping};
 pub use image::{ensure_image, image_name};
+pub use pair::{FailoverPair, wait_link_up};
 pub use process::ProcessBackend;
 pub use url::UrlBackend;
 
@@ -90,6 +93,8 @@ pub struct StartOptions {
     /// Keep an append-only file, fsynced on every write (`--appendonly yes --appendfsync
     /// always`), so that a restart loses nothing acknowledged.
     pub appendonly: bool,
+    /// Start a replica beside the limiter's server, behind one endpoint (a failover fault).
+    pub replica: bool,
 }
 
 impl StartOptions {
@@ -127,6 +132,10 @@ pub trait ServerHandle: Send + Sync {
     /// Let a frozen server go on (SIGCONT, `docker unpause`).
     async fn thaw(&self) -> Result<(), String> {
         Err("this backend cannot pause its server".into())
+    }
+    /// A primary with its replica (a scenario with a failover fault), or `None`.
+    fn as_pair(&self) -> Option<&FailoverPair> {
+        None
     }
 }
 

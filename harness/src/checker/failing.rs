@@ -9,12 +9,15 @@
 
 use super::{Anomaly, CheckInput, CheckResult, Verdict, ms};
 use crate::history::{Outage, Outcome, Request};
-use crate::scenario::{Invariant, ServerErrorPolicy};
+use crate::scenario::{FaultKind, Invariant, ServerErrorPolicy};
 
 pub fn fails_as_declared(input: &CheckInput<'_>) -> CheckResult {
     let h = input.history;
     let policy = input.config.on_server_error;
-    if h.outages.is_empty() {
+    // A failover's outage (a hold or a write pause before the promotion) is a time the
+    // primary still answered: not judged here.
+    let outages: Vec<&Outage> = h.outages.iter().filter(|o| o.kind != FaultKind::Failover).collect();
+    if outages.is_empty() {
         return CheckResult::unknown(
             Invariant::FailsAsDeclared,
             "no server fault left the server unable to answer (server-pause, server-restart): nothing to judge",
@@ -22,7 +25,7 @@ pub fn fails_as_declared(input: &CheckInput<'_>) -> CheckResult {
     }
     let mut anomalies = Vec::new();
     let mut judged = 0usize;
-    for outage in &h.outages {
+    for outage in &outages {
         for request in h.requests.iter().filter(|r| inside(r, outage)) {
             let Some(outcome) = request.outcome else { continue };
             judged += 1;
@@ -36,7 +39,7 @@ pub fn fails_as_declared(input: &CheckInput<'_>) -> CheckResult {
             Verdict::Unknown,
             format!(
                 "no request was sent and ended while the server could not answer ({} outage(s)): nothing to judge",
-                h.outages.len()
+                outages.len()
             ),
         )
     } else {

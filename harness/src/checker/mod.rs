@@ -9,6 +9,7 @@ mod failing;
 mod leaks;
 mod liveness;
 mod lockout;
+mod recovery;
 mod reset;
 mod surfaced;
 mod ttl;
@@ -72,6 +73,7 @@ fn check_one(invariant: Invariant, input: &CheckInput<'_>) -> CheckResult {
         Invariant::NoDoubleCount => double::no_double_count(input),
         Invariant::ErrorsSurfaced => surfaced::errors_surfaced(input),
         Invariant::FailsAsDeclared => failing::fails_as_declared(input),
+        Invariant::RecoversAfterFault => recovery::recovers_after_fault(input),
     }
 }
 
@@ -89,8 +91,10 @@ fn downgrade_if_blind(mut result: CheckResult, history: &HistoryIndex) -> CheckR
     } else if history.requests.is_empty() {
         result.verdict = Verdict::Unknown;
         result.summary = "the run sent no request: there was no behaviour to judge".to_owned();
-    } else if !matches!(result.invariant, Invariant::ErrorsSurfaced | Invariant::FailsAsDeclared)
-        && !history.requests.is_empty()
+    } else if !matches!(
+        result.invariant,
+        Invariant::ErrorsSurfaced | Invariant::FailsAsDeclared | Invariant::RecoversAfterFault
+    ) && !history.requests.is_empty()
         && !history
             .requests
             .iter()

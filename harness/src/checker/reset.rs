@@ -257,6 +257,22 @@ fn outage_outlived(history: &HistoryIndex, key: &str, outage: &Outage, b: &Reque
         .is_some_and(|(s, pttl)| pttl >= 0 && s.t_end_us + pttl as u64 * 1000 <= b.invoke_us + DEADLINE_SLACK_US)
 }
 
+/// Whether the key `a` counted on had, by its last sample before `b`, a TTL that ran out
+/// before `b` was sent (its incarnation is the one created by the last count-1 request
+/// before `a`; samples of an older one do not count).
+fn expired_by(history: &HistoryIndex, key: &str, a: &Request, b: &Request) -> bool {
+    let born_us = super::creator_before(history, key, a.end_us())
+        .map(|c| c.invoke_us)
+        .unwrap_or(a.invoke_us);
+    history
+        .samples
+        .iter()
+        .filter(|s| s.t_start_us >= born_us && s.t_end_us <= b.invoke_us)
+        .filter_map(|s| s.keys.iter().find(|k| k.key == key).map(|k| (s, k.pttl_ms)))
+        .next_back()
+        .is_some_and(|(s, pttl)| pttl >= 0 && s.t_end_us + pttl as u64 * 1000 <= b.invoke_us + DEADLINE_SLACK_US)
+}
+
 #[derive(Default)]
 struct Drops {
     expired: usize,
@@ -320,6 +336,23 @@ fn explain_drop(
         // Reported from the restart: every live key was lost with it.
     } else if kinds.contains(&"expired") {
         drops.expired += 1;
+    } else if let Some(outage) = failover_between(history, a, b) {
+        // The promoted replica had an older value, or none: unless the key `a` counted on
+        // would have expired by `b` anyway, the failover lost the writes in between.
+        if expired_by(history, key, a, b) {
+            drops.expired += 1;
+        } else {
+            anomalies.push(drop_anomaly(
+                key,
+                a,
+                b,
+                "reset-by-failover",
+                &format!(
+                    "the replica promoted by fault {} had not received the writes before it",
+                    outage.fault
+                ),
+            ));
+        }
     } else if kinds.contains(&"del") {
         anomalies.push(drop_anomaly(
             key,
@@ -356,6 +389,14 @@ fn explain_drop(
     } else {
         drops.unexplained_blind += 1;
     }
+}
+
+/// A failover whose promotion came after `a` was sent and before `b` ended.
+fn failover_between<'h>(history: &'h HistoryIndex, a: &Request, b: &Request) -> Option<&'h Outage> {
+    history
+        .outages
+        .iter()
+        .find(|o| o.kind == FaultKind::Failover && a.invoke_us <= o.end_us && o.end_us <= b.end_us())
 }
 
 fn drop_anomaly(key: &str, a: &Request, b: &Request, kind: &str, how: &str) -> Anomaly {

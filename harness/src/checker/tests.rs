@@ -1573,3 +1573,84 @@ fn a_restart_without_persistence_resets_every_live_key_and_says_so() {
         .check_one(NoCounterReset);
     assert_verdict(&expired, Verdict::Valid);
 }
+
+#[test]
+fn recovers_after_fault_flags_an_instance_whose_last_requests_all_fail_after_the_fault() {
+    use crate::scenario::Invariant::RecoversAfterFault;
+    let before = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .fault(100, FaultKind::Failover, None, None)
+        .outage(100, 150, FaultKind::Failover, true);
+    // Every request after the failover is an error (READONLY on a demoted node).
+    let mut stuck = before;
+    for id in 2..9 {
+        stuck = stuck.request(id, 0, 200 + id * 10, 201 + id * 10, Outcome::Error, None, &["INCR"]);
+    }
+    let result = stuck.check_one(RecoversAfterFault);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "never-recovered");
+    assert_eq!(anomaly.key, "instance 0");
+    assert_eq!(anomaly.requests, vec![4, 5, 6, 7, 8]);
+    // A few errors right after the fault, then decisions: recovered.
+    let mut recovered = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .fault(100, FaultKind::ClientKill, None, None)
+        .request(2, 0, 200, 201, Outcome::Indeterminate, None, &["INCR"]);
+    for id in 3..9 {
+        recovered = recovered.allowed(id, 0, 200 + id * 10, 201 + id * 10, 2);
+    }
+    assert_verdict(&recovered.check_one(RecoversAfterFault), Verdict::Valid);
+}
+
+#[test]
+fn recovers_after_fault_is_unknown_without_a_server_fault_or_enough_requests_after_it() {
+    use crate::scenario::Invariant::RecoversAfterFault;
+    let none = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .check_one(RecoversAfterFault);
+    assert_verdict(&none, Verdict::Unknown);
+    // A gap fault is not a server fault.
+    let gap = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .fault(10, FaultKind::ExpireBetweenRoundTrips, Some(1), Some("rl:0"))
+        .check_one(RecoversAfterFault);
+    assert_verdict(&gap, Verdict::Unknown);
+    let few = HistoryBuilder::new()
+        .fault(100, FaultKind::ScriptFlush, None, None)
+        .request(1, 0, 200, 201, Outcome::Error, None, &["EVALSHA"])
+        .check_one(RecoversAfterFault);
+    assert_verdict(&few, Verdict::Unknown);
+    assert_summary_has(&few, "nothing to judge");
+}
+
+#[test]
+fn a_count_lower_after_a_failover_is_a_reset_by_failover_unless_the_key_had_expired() {
+    // Counts 5 and 6 were written while replication was held; the promoted replica had 4.
+    let rolled_back = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .allowed(2, 0, 100, 101, 4)
+        .allowed(3, 0, 300, 301, 6)
+        .outage(200, 400, FaultKind::Failover, true)
+        .allowed(4, 0, 500, 501, 5)
+        .check_one(NoCounterReset);
+    assert_eq!(sole_anomaly(&rolled_back).kind, "reset-by-failover");
+    // The key's TTL (sampled after its creation) ran out before the request after the failover.
+    let expired = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .sample(100, false, &[("rl:0", 50, None)])
+        .allowed(2, 0, 120, 121, 2)
+        .outage(130, 140, FaultKind::Failover, true)
+        .allowed(3, 0, 300, 301, 1)
+        .check_one(NoCounterReset);
+    assert_verdict(&expired, Verdict::Valid);
+}
+
+#[test]
+fn fails_as_declared_does_not_judge_a_failover_the_primary_answered_through() {
+    let history = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .allowed(2, 0, 150, 160, 2)
+        .outage(100, 300, FaultKind::Failover, true)
+        .check_one(FailsAsDeclared);
+    assert_verdict(&history, Verdict::Unknown);
+}

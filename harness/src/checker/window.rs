@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::{Anomaly, ms};
 use crate::history::{HistoryIndex, Request};
+use crate::scenario::FaultKind;
 
 /// Notifications are seen a little after the fact: requests this close to a window's end
 /// are not counted in either window.
@@ -34,6 +35,22 @@ pub(super) fn over_count(per_identity: &BTreeMap<u32, Vec<&Request>>, max: u64) 
             })
         })
         .collect()
+}
+
+/// Why a key's window admitted more than it should: a failover in between lost the
+/// earlier admissions' writes, or concurrent requests saw the same count.
+fn why_over(history: &HistoryIndex, first: &Request, last: &Request) -> String {
+    match history
+        .outages
+        .iter()
+        .find(|o| o.kind == FaultKind::Failover && first.invoke_us <= o.end_us && o.end_us <= last.end_us())
+    {
+        Some(o) => format!(
+            "a failover in between (fault {}): the promoted replica had not received the earlier admissions",
+            o.fault
+        ),
+        None => "lost updates: concurrent requests saw the same count".to_owned(),
+    }
 }
 
 /// Admissions between two ends (expired, evicted, del) of each limiter key, among the
@@ -74,8 +91,9 @@ pub(super) fn over_window(history: &HistoryIndex, max: u64) -> Vec<Anomaly> {
                     )],
                     t_us: first.invoke_us,
                     because: format!(
-                        "{} requests were admitted within one window of {key}, more than requests_max {max} (lost updates: concurrent requests saw the same count)",
-                        inside.len()
+                        "{} requests were admitted within one window of {key}, more than requests_max {max} ({})",
+                        inside.len(),
+                        why_over(history, first, last)
                     ),
                 });
             }

@@ -204,6 +204,8 @@ impl Outcome {
 pub enum ServerRole {
     Limiter,
     Cache,
+    /// The limiter server's replica (a scenario with a failover fault).
+    Replica,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -20,6 +20,7 @@ pub fn short_label(invariant: Invariant) -> &'static str {
         Invariant::NoDoubleCount => "double count",
         Invariant::ErrorsSurfaced => "error swallowed",
         Invariant::FailsAsDeclared => "fails wrongly",
+        Invariant::RecoversAfterFault => "never recovers",
     }
 }
 

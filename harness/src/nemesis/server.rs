@@ -12,7 +12,9 @@ use crate::backend::ServerHandle;
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
 use crate::runner::{HARNESS_CLIENT_NAME, configure_after_restart, connect};
-use crate::scenario::{Fault, Persistence, Scenario, ServerAction, ServerConfig, ServerFault};
+use redis::aio::MultiplexedConnection;
+
+use crate::scenario::{FailoverConnections, Fault, Persistence, Scenario, ServerAction, ServerConfig, ServerFault};
 
 /// The scenario's server faults, and what they act on.
 pub struct ServerNemesis<'a> {
@@ -83,6 +85,10 @@ impl<'a> ServerNemesis<'a> {
             ServerAction::Pause { pause_ms } => self.pause(pause_ms, &mut outage).await,
             ServerAction::ScriptFlush => self.script_flush().await,
             ServerAction::ClientKill => self.client_kill().await,
+            ServerAction::Failover {
+                lose_writes_ms,
+                connections,
+            } => self.failover(lose_writes_ms, connections, &mut outage).await,
         };
         match struck {
             Ok(effect) => {
@@ -166,7 +172,11 @@ impl<'a> ServerNemesis<'a> {
             .query_async(&mut conn)
             .await
             .map_err(|e| format!("CLIENT LIST: {e}"))?;
-        let victims = limiter_clients(&list);
+        let victims: Vec<String> = clients(&list)
+            .into_iter()
+            .filter(|c| !c.harness)
+            .map(|c| c.id)
+            .collect();
         for id in &victims {
             // A client that left meanwhile is not an error.
             let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
@@ -183,30 +193,189 @@ impl<'a> ServerNemesis<'a> {
     }
 }
 
+impl ServerNemesis<'_> {
+    /// Promote the replica: hold replication back first (its writes are lost) or pause
+    /// writes until the replica has them all; cut the replica's link, promote it, move the
+    /// endpoint to it, make the old primary its replica, and close the harness's own
+    /// connections there (and, `connections = "move"`, the limiter's) so they reconnect
+    /// through the endpoint. The outage is the time from the hold or pause to the move.
+    async fn failover(
+        &self,
+        lose_writes_ms: u64,
+        connections: FailoverConnections,
+        outage: &mut Option<(u64, u64, u64)>,
+    ) -> Result<String, String> {
+        let pair = self
+            .server
+            .as_pair()
+            .ok_or("the server has no replica to fail over to (a scenario with a failover fault starts one)")?;
+        let harness_conn = |url: String| async move { connect(&url).await.map_err(|e| e.to_string()) };
+        let mut old = harness_conn(pair.primary_url().to_owned()).await?;
+        let mut new = harness_conn(pair.replica_url().to_owned()).await?;
+        // The promoted node must have what the run configured (CONFIG SET is not replicated).
+        configure_after_restart(pair.replica_url(), &self.settings, self.events_on).await?;
+        let start_us = self.clock.now_us();
+        if lose_writes_ms > 0 {
+            pair.hold_replication();
+            tokio::time::sleep(Duration::from_millis(lose_writes_ms)).await;
+        } else {
+            command(&mut old, &["CLIENT", "PAUSE", "10000", "WRITE"]).await?;
+            caught_up(&mut old, &mut new, Duration::from_secs(5)).await?;
+        }
+        let behind_bytes = repl_offset(&mut old, "master_repl_offset")
+            .await?
+            .saturating_sub(repl_offset(&mut new, "slave_repl_offset").await?);
+        pair.cut_replication();
+        command(&mut new, &["REPLICAOF", "NO", "ONE"]).await?;
+        let (new_url, _) = pair.switch_endpoint()?;
+        let end_us = self.clock.now_us();
+        let new_port = port_of(&new_url)?.to_string();
+        command(&mut old, &["REPLICAOF", "127.0.0.1", &new_port]).await?;
+        let closed = close_connections(&mut old, connections).await?;
+        if lose_writes_ms == 0 {
+            command(&mut old, &["CLIENT", "UNPAUSE"]).await?;
+        }
+        *outage = Some((start_us, end_us, self.clock.now_us()));
+        let how = if lose_writes_ms > 0 {
+            format!(
+                "replication held back for {lose_writes_ms} ms, then the replica promoted {behind_bytes} bytes of replication stream behind: the writes acknowledged meanwhile were lost"
+            )
+        } else {
+            "writes paused until the replica had them all, then the replica promoted: nothing lost".to_owned()
+        };
+        let stayed = match connections {
+            FailoverConnections::Stay => {
+                "the limiter's open connections stay with the demoted node (READONLY on writes)"
+            }
+            FailoverConnections::Move => {
+                "the limiter's open connections were closed (it reconnects to the new primary)"
+            }
+        };
+        Ok(format!(
+            "failover: {how}; the endpoint moved to it and the old primary became its replica; {stayed} ({closed} connection(s) closed there)"
+        ))
+    }
+}
+
+/// Send `words` as one command; an error reply names it.
+async fn command(conn: &mut MultiplexedConnection, words: &[&str]) -> Result<(), String> {
+    let mut cmd = redis::cmd(words[0]);
+    for word in &words[1..] {
+        cmd.arg(*word);
+    }
+    cmd.query_async::<redis::Value>(conn)
+        .await
+        .map(drop)
+        .map_err(|e| format!("{}: {e}", words.join(" ")))
+}
+
+/// A field of `INFO replication` (0 when absent, as a replica's master offset is).
+async fn repl_offset(conn: &mut MultiplexedConnection, field: &str) -> Result<u64, String> {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(conn)
+        .await
+        .map_err(|e| format!("INFO replication: {e}"))?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0))
+}
+
+/// Wait until the replica has processed everything the (write-paused) primary sent.
+async fn caught_up(
+    primary: &mut MultiplexedConnection,
+    replica: &mut MultiplexedConnection,
+    timeout: Duration,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let sent = repl_offset(primary, "master_repl_offset").await?;
+        if repl_offset(replica, "slave_repl_offset").await? >= sent {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!("the replica had not caught up within {} s", timeout.as_secs()));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn port_of(url: &str) -> Result<u16, String> {
+    url.rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches('/').parse().ok())
+        .ok_or_else(|| format!("no port in {url}"))
+}
+
+/// Close, on the demoted node, the harness's own connections (they come back through the
+/// endpoint) and with `Move` the limiter's too. Returns how many were closed.
+async fn close_connections(
+    conn: &mut MultiplexedConnection,
+    connections: FailoverConnections,
+) -> Result<usize, String> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(conn)
+        .await
+        .map_err(|e| format!("CLIENT LIST: {e}"))?;
+    let own: i64 = redis::cmd("CLIENT")
+        .arg("ID")
+        .query_async(conn)
+        .await
+        .map_err(|e| format!("CLIENT ID: {e}"))?;
+    let mut closed = 0;
+    for client in clients(&list) {
+        if client.id == own.to_string() || (!client.harness && connections == FailoverConnections::Stay) {
+            continue;
+        }
+        let killed: redis::RedisResult<i64> = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(&client.id)
+            .query_async(conn)
+            .await;
+        closed += usize::from(killed.is_ok_and(|n| n > 0));
+    }
+    Ok(closed)
+}
+
 /// Whether the server comes back from the fault with its keys.
 fn outage_keeps_keys(action: ServerAction) -> bool {
     match action {
         ServerAction::Restart { persistence } => persistence == Persistence::Aof,
-        ServerAction::Pause { .. } | ServerAction::ScriptFlush | ServerAction::ClientKill => true,
+        ServerAction::Pause { .. }
+        | ServerAction::ScriptFlush
+        | ServerAction::ClientKill
+        | ServerAction::Failover { .. } => true,
     }
 }
 
-/// The ids of the connections in a `CLIENT LIST` reply that are not the harness's: not
-/// named [`HARNESS_CLIENT_NAME`], not subscribed (the keyspace observer).
-pub fn limiter_clients(list: &str) -> Vec<String> {
+/// One connection of a `CLIENT LIST` reply.
+#[derive(Debug, PartialEq)]
+pub struct Client {
+    pub id: String,
+    /// Named [`HARNESS_CLIENT_NAME`], or subscribed (the keyspace observer).
+    pub harness: bool,
+}
+
+/// The connections of a `CLIENT LIST` reply, the harness's told apart.
+pub fn clients(list: &str) -> Vec<Client> {
     list.lines()
         .filter_map(|line| {
             let field = |name: &str| {
                 line.split(' ')
                     .find_map(|f| f.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
             };
-            let harness = field("name").is_some_and(|n| n.starts_with(HARNESS_CLIENT_NAME));
+            let named = field("name").is_some_and(|n| n.starts_with(HARNESS_CLIENT_NAME));
             let subscriber = field("flags").is_some_and(|f| f.contains('P'))
                 || field("psub").is_some_and(|n| n != "0")
                 || field("sub").is_some_and(|n| n != "0");
-            (!harness && !subscriber)
-                .then(|| field("id").map(str::to_owned))
-                .flatten()
+            field("id").map(|id| Client {
+                id: id.to_owned(),
+                harness: named || subscriber,
+            })
         })
         .collect()
 }
@@ -221,6 +390,7 @@ mod tests {
                     id=4 addr=127.0.0.1:2 name= age=1 flags=P sub=0 psub=1 cmd=psubscribe\n\
                     id=5 addr=127.0.0.1:3 name= age=1 flags=N sub=0 psub=0 cmd=evalsha\n\
                     id=6 addr=127.0.0.1:4 name=app-7 age=1 flags=N sub=0 psub=0 cmd=incr\n";
-        assert_eq!(limiter_clients(list), vec!["5".to_owned(), "6".to_owned()]);
+        let limiter: Vec<String> = clients(list).into_iter().filter(|c| !c.harness).map(|c| c.id).collect();
+        assert_eq!(limiter, vec!["5".to_owned(), "6".to_owned()]);
     }
 }

@@ -167,6 +167,20 @@ fn server_spec(fault: &ServerFault) -> String {
         ServerAction::Pause { pause_ms } => format!("server-pause for {pause_ms} ms"),
         ServerAction::ScriptFlush => "script-flush".to_owned(),
         ServerAction::ClientKill => "client-kill of the limiter's connections".to_owned(),
+        ServerAction::Failover {
+            lose_writes_ms,
+            connections,
+        } => {
+            let held = if lose_writes_ms == 0 {
+                "writes paused until the replica caught up".to_owned()
+            } else {
+                format!("replication held back {lose_writes_ms} ms first")
+            };
+            format!(
+                "failover to the replica ({held}; open connections {})",
+                connections.name()
+            )
+        }
     };
     format!("{what}, {} ms into phase `{}`", fault.after_ms, fault.phase)
 }

@@ -153,12 +153,14 @@ pub async fn execute(
     if let Some(proxy) = link.proxy {
         proxy.stop().await;
     }
-    if scenario
-        .faults
-        .iter()
-        .any(|f| f.kind() == crate::scenario::FaultKind::ServerRestart)
-    {
-        // The admin connection did not survive the restart.
+    if scenario.faults.iter().any(|f| {
+        matches!(
+            f.kind(),
+            crate::scenario::FaultKind::ServerRestart | crate::scenario::FaultKind::Failover
+        )
+    }) {
+        // The admin connection did not survive the restart, or was closed on the demoted
+        // node; through the endpoint it reaches the server the limiter's keys are on now.
         admin = connect(&url).await?;
     }
 

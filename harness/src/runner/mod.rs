@@ -111,6 +111,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     }
     let options = crate::backend::StartOptions {
         appendonly: config.scenario.keeps_aof(),
+        replica: config.scenario.needs_replica(),
     };
     let servers = Servers::start(
         config.backend.as_ref(),

@@ -5,7 +5,7 @@ use std::time::Duration;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
-use crate::backend::{Backend, ServerHandle, StartOptions};
+use crate::backend::{Backend, FailoverPair, ServerHandle, StartOptions};
 use crate::error::SetupError;
 use crate::history::ServerRole;
 use crate::observer::KEYSPACE_FLAGS;
@@ -65,24 +65,26 @@ impl Servers {
         run_id: &str,
         options: StartOptions,
     ) -> Result<Self, SetupError> {
-        if !needs_cache {
-            let limiter = backend.start(ServerRole::Limiter, run_id, options).await?;
-            return Ok(Self { limiter, cache: None });
-        }
-        let (limiter, cache) = tokio::join!(
-            backend.start(ServerRole::Limiter, run_id, options),
-            backend.start(ServerRole::Cache, run_id, StartOptions::default())
-        );
+        let (limiter, cache) = if needs_cache {
+            let (limiter, cache) = tokio::join!(
+                start_limiter(backend, run_id, options),
+                backend.start(ServerRole::Cache, run_id, StartOptions::default())
+            );
+            (limiter, Some(cache))
+        } else {
+            (start_limiter(backend, run_id, options).await, None)
+        };
         match (limiter, cache) {
-            (Ok(limiter), Ok(cache)) => Ok(Self {
+            (Ok(limiter), None) => Ok(Self { limiter, cache: None }),
+            (Ok(limiter), Some(Ok(cache))) => Ok(Self {
                 limiter,
                 cache: Some(cache),
             }),
-            (Ok(server), Err(e)) | (Err(e), Ok(server)) => {
+            (Ok(server), Some(Err(e))) | (Err(e), Some(Ok(server))) => {
                 let _ = server.stop().await;
                 Err(e)
             }
-            (Err(e), Err(_)) => Err(e),
+            (Err(e), _) => Err(e),
         }
     }
 
@@ -96,6 +98,44 @@ impl Servers {
             }
         }
         failed
+    }
+}
+
+/// The limiter's server; with [`StartOptions::replica`], a primary and its replica behind
+/// one endpoint ([`FailoverPair`]).
+async fn start_limiter(
+    backend: &dyn Backend,
+    run_id: &str,
+    options: StartOptions,
+) -> Result<Box<dyn ServerHandle>, SetupError> {
+    if !options.replica {
+        return backend.start(ServerRole::Limiter, run_id, options).await;
+    }
+    if !backend.owns_servers() {
+        return Err(SetupError::Usage(
+            "a failover fault needs a primary and a replica that the harness starts: use --backend process or container".into(),
+        ));
+    }
+    let (primary, replica) = tokio::join!(
+        backend.start(ServerRole::Limiter, run_id, options),
+        backend.start(ServerRole::Replica, run_id, options)
+    );
+    let (primary, replica) = match (primary, replica) {
+        (Ok(p), Ok(r)) => (p, r),
+        (Ok(server), Err(e)) | (Err(e), Ok(server)) => {
+            let _ = server.stop().await;
+            return Err(e);
+        }
+        (Err(e), Err(_)) => return Err(e),
+    };
+    let describe = primary.describe();
+    let paired = FailoverPair::new(primary, replica).await;
+    match paired {
+        Ok(pair) => Ok(Box::new(pair)),
+        Err(reason) => Err(SetupError::ServerStart {
+            backend: backend.name().into(),
+            reason: format!("making a replica of {describe}: {reason}"),
+        }),
     }
 }
 

@@ -100,6 +100,10 @@ pub struct FaultFile {
     pub pause_ms: Option<Spanned<i64>>,
     /// `server-restart`: `none` (every key lost) or `aof` (kept, fsync on every write).
     pub persistence: Option<Spanned<String>>,
+    /// `failover`: how long replication is held back before the replica is promoted.
+    pub lose_writes_ms: Option<Spanned<i64>>,
+    /// `failover`: `stay` (open connections stay with the demoted node) or `move` (closed).
+    pub connections: Option<Spanned<String>>,
     /// `clock-skew`: the limiter instance whose clock is off.
     pub instance: Option<Spanned<i64>>,
     /// `clock-skew`: how far ahead (positive) or behind (negative) its clock is.

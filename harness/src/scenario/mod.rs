@@ -15,9 +15,9 @@ pub use load::{
     parse_scenario, shipped_names, shipped_text, toml_files,
 };
 pub use model::{
-    Algorithm, CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect, Fault, FaultKind,
-    GapFault, GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence, Phase, PhaseKind, Pick,
-    Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup, Spacing,
+    Algorithm, CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect, FailoverConnections,
+    Fault, FaultKind, GapFault, GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence,
+    Phase, PhaseKind, Pick, Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup, Spacing,
 };
 
 #[cfg(test)]

@@ -89,6 +89,11 @@ impl Scenario {
             .sum()
     }
 
+    /// Whether a failover fault needs a replica beside the limiter's server.
+    pub fn needs_replica(&self) -> bool {
+        self.faults.iter().any(|f| f.kind() == FaultKind::Failover)
+    }
+
     /// Whether a server fault restarts the server with its append-only file: the server must
     /// keep one from the start.
     pub fn keeps_aof(&self) -> bool {
@@ -473,10 +478,11 @@ pub enum FaultKind {
     ScriptFlush,
     ClientKill,
     ClockSkew,
+    Failover,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 13] = [
+    pub const ALL: [FaultKind; 14] = [
         Self::ExpireBetweenRoundTrips,
         Self::StallBetweenRoundTrips,
         Self::ClientDiesBetweenRoundTrips,
@@ -490,6 +496,7 @@ impl FaultKind {
         Self::ScriptFlush,
         Self::ClientKill,
         Self::ClockSkew,
+        Self::Failover,
     ];
 
     /// The kind a scenario file names.
@@ -512,6 +519,7 @@ impl FaultKind {
             Self::ScriptFlush => "script-flush",
             Self::ClientKill => "client-kill",
             Self::ClockSkew => "clock-skew",
+            Self::Failover => "failover",
         }
     }
 }
@@ -657,6 +665,36 @@ pub enum ServerAction {
     ScriptFlush,
     /// `CLIENT KILL` of every connection that is not the harness's own (the limiter's).
     ClientKill,
+    /// Promote the replica and point the limiter's endpoint at it; the old primary becomes
+    /// its replica. Replication is held back for `lose_writes_ms` first (the writes
+    /// acknowledged meanwhile are lost); with 0, writes are paused until the replica has
+    /// caught up (a clean failover). `connections`: whether the limiter's open connections
+    /// stay with the demoted node or are closed.
+    Failover {
+        lose_writes_ms: u64,
+        connections: FailoverConnections,
+    },
+}
+
+/// What a failover does to the connections open at that moment.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailoverConnections {
+    /// They stay with the demoted node (as with a moved DNS name or virtual IP): their
+    /// writes get `READONLY` until the client reconnects; new connections reach the new primary.
+    Stay,
+    /// They are closed (as a Sentinel-aware client does on `+switch-master`): the client
+    /// reconnects, to the new primary.
+    Move,
+}
+
+impl FailoverConnections {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Stay => "stay",
+            Self::Move => "move",
+        }
+    }
 }
 
 impl ServerAction {
@@ -666,6 +704,7 @@ impl ServerAction {
             Self::Pause { .. } => FaultKind::ServerPause,
             Self::ScriptFlush => FaultKind::ScriptFlush,
             Self::ClientKill => FaultKind::ClientKill,
+            Self::Failover { .. } => FaultKind::Failover,
         }
     }
 }
@@ -764,10 +803,11 @@ pub enum Invariant {
     NoDoubleCount,
     ErrorsSurfaced,
     FailsAsDeclared,
+    RecoversAfterFault,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 10] = [
+    pub const ALL: [Invariant; 11] = [
         Self::TtlPresent,
         Self::TtlBounded,
         Self::NoCounterReset,
@@ -778,6 +818,7 @@ impl Invariant {
         Self::NoDoubleCount,
         Self::ErrorsSurfaced,
         Self::FailsAsDeclared,
+        Self::RecoversAfterFault,
     ];
 
     pub fn name(self) -> &'static str {
@@ -792,6 +833,7 @@ impl Invariant {
             Self::NoDoubleCount => "no-double-count",
             Self::ErrorsSurfaced => "errors-surfaced",
             Self::FailsAsDeclared => "fails-as-declared",
+            Self::RecoversAfterFault => "recovers-after-fault",
         }
     }
 
@@ -817,6 +859,9 @@ impl Invariant {
             }
             Self::FailsAsDeclared => {
                 "while the server cannot answer (paused, restarting), a request ends as the scenario declares: an error, a rejection (fail-closed) or an admission (fail-open)"
+            }
+            Self::RecoversAfterFault => {
+                "once a server fault is over (restart, pause, script flush, killed connections, failover), the limiter decides requests again"
             }
         }
     }

@@ -9,9 +9,10 @@ use toml::Spanned;
 use super::error::ScenarioError;
 use super::file::{CheckFile, FaultFile, LimitFile, PhaseFile, ScenarioFile, ServerFile, SetupFile};
 use super::model::{
-    CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect, Fault, FaultKind, GapFault,
-    GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence, Phase, PhaseKind, Pick,
-    REQUESTS_PER_RUN_MAX, Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup, Spacing,
+    CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect, FailoverConnections, Fault,
+    FaultKind, GapFault, GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence, Phase,
+    PhaseKind, Pick, REQUESTS_PER_RUN_MAX, Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup,
+    Spacing,
 };
 use crate::keys::{KeyLayout, LayoutSource};
 
@@ -598,9 +599,11 @@ fn resolve_fault(
         FaultKind::DelayReply | FaultKind::DropReply | FaultKind::InjectError | FaultKind::ResetConnection => {
             resolve_command_fault(f, kind, limit, src).map(Fault::OnCommand)
         }
-        FaultKind::ServerRestart | FaultKind::ServerPause | FaultKind::ScriptFlush | FaultKind::ClientKill => {
-            resolve_server_fault(f, kind, phases, src).map(Fault::Server)
-        }
+        FaultKind::ServerRestart
+        | FaultKind::ServerPause
+        | FaultKind::ScriptFlush
+        | FaultKind::ClientKill
+        | FaultKind::Failover => resolve_server_fault(f, kind, phases, src).map(Fault::Server),
         FaultKind::ClockSkew => resolve_clock_skew(f, limit, src).map(Fault::ClockSkew),
     }
 }
@@ -667,7 +670,8 @@ fn resolve_clock_skew(f: &FaultFile, limit: &Limit, src: &Source<'_>) -> Result<
     })
 }
 
-const SERVER_TAKES: &str = "phase, after_ms (server-restart: persistence; server-pause: pause_ms)";
+const SERVER_TAKES: &str =
+    "phase, after_ms (server-restart: persistence; server-pause: pause_ms; failover: lose_writes_ms, connections)";
 
 /// A fault of the server itself: the phase it strikes in and when, from the phase's start.
 fn resolve_server_fault(
@@ -695,6 +699,10 @@ fn resolve_server_fault(
     }
     if kind != FaultKind::ServerRestart {
         src.not_for(&f.persistence, "persistence", &what, SERVER_TAKES)?;
+    }
+    if kind != FaultKind::Failover {
+        src.not_for(&f.lose_writes_ms, "lose_writes_ms", &what, SERVER_TAKES)?;
+        src.not_for(&f.connections, "connections", &what, SERVER_TAKES)?;
     }
     let phase = f.phase.as_ref().ok_or_else(|| {
         src.error(
@@ -749,6 +757,24 @@ fn server_action(f: &FaultFile, kind: FaultKind, src: &Source<'_>) -> Result<Ser
             }
         }
         FaultKind::ScriptFlush => ServerAction::ScriptFlush,
+        FaultKind::Failover => ServerAction::Failover {
+            lose_writes_ms: match &f.lose_writes_ms {
+                Some(v) => src.in_range(v, "lose_writes_ms", 0..=60_000)?,
+                None => 0,
+            },
+            connections: match f.connections.as_ref() {
+                None => FailoverConnections::Stay,
+                Some(c) => match c.get_ref().as_str() {
+                    "stay" => FailoverConnections::Stay,
+                    "move" => FailoverConnections::Move,
+                    other => {
+                        return Err(src.error(c, format!("unknown connections `{other}`")).with_help(
+                            "one of: stay (open connections stay with the demoted node and get READONLY), move (they are closed; the client reconnects to the new primary)",
+                        ));
+                    }
+                },
+            },
+        },
         _ => ServerAction::ClientKill,
     })
 }
@@ -829,6 +855,8 @@ fn resolve_command_fault(
         after_ms: None,
         pause_ms: None,
         persistence: None,
+        lose_writes_ms: None,
+        connections: None,
         instance: None,
         offset_ms: None,
         drift_ms_per_s: None,
@@ -862,6 +890,8 @@ fn reject_moment_and_memory_fields(
 ) -> Result<(), ScenarioError> {
     src.not_for(&f.after_ms, "after_ms", kind, takes)?;
     src.not_for(&f.pause_ms, "pause_ms", kind, takes)?;
+    src.not_for(&f.lose_writes_ms, "lose_writes_ms", kind, takes)?;
+    src.not_for(&f.connections, "connections", kind, takes)?;
     src.not_for(&f.persistence, "persistence", kind, takes)?;
     src.not_for(&f.phase, "phase", kind, takes)?;
     src.not_for(&f.value_bytes, "value_bytes", kind, takes)?;

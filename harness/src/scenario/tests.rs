@@ -941,3 +941,49 @@ fn a_bad_server_fault_is_reported_where_it_is_written() {
     );
     assert_help_has(&err, "fail-closed");
 }
+
+#[test]
+fn a_failover_fault_resolves_its_hold_and_connections_and_points_at_a_bad_value() {
+    use crate::scenario::{FailoverConnections, ServerAction};
+    let fault = |body: &str| {
+        edit(
+            MINIMAL,
+            "[check]\ninvariants = [\"ttl-present\"]",
+            &format!(
+                "[[fault]]\nkind = \"failover\"\nphase = \"steady-1\"\n{body}\n\n[check]\ninvariants = [\"recovers-after-fault\"]"
+            ),
+        )
+    };
+    let s = parse_ok(&fault("after_ms = 100\nlose_writes_ms = 500\nconnections = \"move\""));
+    assert!(s.needs_replica());
+    assert_eq!(
+        s.faults.iter().find_map(|f| f.server()).unwrap().action,
+        ServerAction::Failover {
+            lose_writes_ms: 500,
+            connections: FailoverConnections::Move
+        }
+    );
+    let defaults = parse_ok(&fault(""));
+    assert_eq!(
+        defaults.faults.iter().find_map(|f| f.server()).unwrap().action,
+        ServerAction::Failover {
+            lose_writes_ms: 0,
+            connections: FailoverConnections::Stay
+        }
+    );
+    assert!(!parse_ok(MINIMAL).needs_replica());
+    let bad = fault("connections = \"sideways\"");
+    assert_error_at(
+        &parse_err(&bad),
+        &bad,
+        value_of(&bad, "connections = \"sideways\""),
+        &["unknown connections"],
+    );
+    let misplaced = fault("pause_ms = 10");
+    assert_error_at(
+        &parse_err(&misplaced),
+        &misplaced,
+        value_of(&misplaced, "pause_ms = 10"),
+        &["pause_ms"],
+    );
+}
