@@ -339,20 +339,12 @@ fn explain_drop(
     } else if let Some(outage) = failover_between(history, a, b) {
         // The promoted replica had an older value, or none: unless the key `a` counted on
         // would have expired by `b` anyway, the failover lost the writes in between.
-        if expired_by(history, key, a, b) {
-            drops.expired += 1;
-        } else {
-            anomalies.push(drop_anomaly(
-                key,
-                a,
-                b,
-                "reset-by-failover",
-                &format!(
-                    "the replica promoted by fault {} had not received the writes before it",
-                    outage.fault
-                ),
-            ));
-        }
+        let how = format!(
+            "the replica promoted by fault {} had not received the writes before it",
+            outage.fault
+        );
+        let outlived = expired_by(history, key, a, b);
+        lost_or_expired(outlived, (key, a, b), "reset-by-failover", &how, drops, anomalies);
     } else if kinds.contains(&"del") {
         anomalies.push(drop_anomaly(
             key,
@@ -364,20 +356,12 @@ fn explain_drop(
     } else if let Some(outage) = restart {
         // The server kept its keys (an append-only file): unless the key's TTL ran out
         // while it was down (its expiry then goes unnotified), the restart lost it.
-        if outage_outlived(history, key, outage, b) {
-            drops.expired += 1;
-        } else {
-            anomalies.push(drop_anomaly(
-                key,
-                a,
-                b,
-                "reset-by-restart",
-                &format!(
-                    "the server restarted with its append-only file (fault {}) and came back without it",
-                    outage.fault
-                ),
-            ));
-        }
+        let how = format!(
+            "the server restarted with its append-only file (fault {}) and came back without it",
+            outage.fault
+        );
+        let outlived = outage_outlived(history, key, outage, b);
+        lost_or_expired(outlived, (key, a, b), "reset-by-restart", &how, drops, anomalies);
     } else if history.keyspace_complete {
         anomalies.push(drop_anomaly(
             key,
@@ -388,6 +372,23 @@ fn explain_drop(
         ));
     } else {
         drops.unexplained_blind += 1;
+    }
+}
+
+/// A drop across a server event that kept the keys: an expiry when the key had outlived its
+/// TTL anyway, else a reset of `kind`.
+fn lost_or_expired(
+    outlived: bool,
+    (key, a, b): (&str, &Request, &Request),
+    kind: &str,
+    how: &str,
+    drops: &mut Drops,
+    anomalies: &mut Vec<Anomaly>,
+) {
+    if outlived {
+        drops.expired += 1;
+    } else {
+        anomalies.push(drop_anomaly(key, a, b, kind, how));
     }
 }
 
