@@ -44,7 +44,6 @@ matrix *flags: build
 
 # Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed).
 test: test-deps
-    cargo build --workspace --all-targets
     cargo test --workspace
 
 # What the tests need beyond Rust, pinned: the Python exec-adapter examples' libraries (redis-py, and `limits`, a real limiter library used unchanged), xmlschema and the JUnit schema (junit-10.xsd, from pytest's source distribution) that the JUnit output is validated against.

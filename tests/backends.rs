@@ -104,7 +104,17 @@ async fn clean_removes_leftover_containers_and_processes() {
         .start(ServerRole::Limiter, &run_id, Default::default())
         .await
         .unwrap();
-    let pid: i32 = process.describe().split_whitespace().nth(1).unwrap().parse().unwrap();
+    let pid: i32 = {
+        let client = redis::Client::open(process.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await.unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .expect("INFO server names its process_id")
+            .trim()
+            .parse()
+            .unwrap()
+    };
     // A crashed run: nothing stops these servers.
     std::mem::forget(container);
     std::mem::forget(process);
