@@ -16,6 +16,7 @@ pub mod checker;
 pub mod cli;
 pub mod clock;
 pub mod error;
+pub mod explore;
 pub mod history;
 pub mod keys;
 pub mod limiter;

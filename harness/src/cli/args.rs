@@ -23,6 +23,10 @@ pub enum Command {
     Run(RunArgs),
     /// Run every scenario × limiter and write the verdict table (MATRIX.md under --out).
     Matrix(MatrixArgs),
+    /// Search for a scenario nobody wrote: seeded random scenarios, each on a fresh server; a
+    /// failure is shrunk to a minimal scenario written under scenarios/found/ (exit 1 found,
+    /// 0 nothing found within the budget, 2 interrupted, 3 setup error).
+    Explore(ExploreArgs),
     /// Judge a saved run again from its history.jsonl and rewrite its report.
     Check(CheckArgs),
     /// Run the suite (limiter-harness.toml, found here or above) and compare every cell with
@@ -156,6 +160,69 @@ pub struct MatrixArgs {
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExploreArgs {
+    /// The limiter under test: a built-in name, `lua:PATH` or `exec:COMMAND`.
+    #[arg(long, short)]
+    pub limiter: String,
+    /// How long to search (new candidates start until then; shrinking comes on top): `60s`, `2m`, `90`.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub budget: std::time::Duration,
+    /// The seed that decides every candidate [default: a random one, printed].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Only these fault kinds, comma-separated (e.g. `drop-reply,inject-error`); `none` for
+    /// no faults [default: every kind].
+    #[arg(long, value_delimiter = ',')]
+    pub faults: Vec<String>,
+    /// Let memory pressure run under eviction policies (allkeys-*, volatile-*): no limiter
+    /// survives its keys being evicted, so this is off by default.
+    #[arg(long)]
+    pub eviction: bool,
+    /// Let server restarts keep nothing (no AOF): no limiter survives losing its state.
+    #[arg(long)]
+    pub state_loss: bool,
+    /// Candidates running at once, each on a fresh server.
+    #[arg(long, short, default_value_t = 4)]
+    pub jobs: usize,
+    /// Runs a finding (and every shrink step) must fail the same way in, all of them.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
+    pub confirm: u64,
+    /// At most this many shrink proposals.
+    #[arg(long, default_value_t = 150)]
+    pub shrink_steps: usize,
+    /// At most this long shrinking.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub shrink_budget: std::time::Duration,
+    /// Where the found scenario and its report go.
+    #[arg(long, default_value = "scenarios/found")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub server: BackendArgs,
+    /// No progress display.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// `60s`, `2m`, `500ms` or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration: write e.g. 60s, 2m or 500ms"))?;
+    match unit {
+        "ms" => Ok(std::time::Duration::from_millis(n)),
+        "s" => Ok(std::time::Duration::from_secs(n)),
+        "m" => Ok(std::time::Duration::from_secs(n * 60)),
+        "h" => Ok(std::time::Duration::from_secs(n * 3600)),
+        other => Err(format!("unknown unit `{other}` in `{text}`: use ms, s, m or h")),
+    }
 }
 
 /// How a command prints its result.

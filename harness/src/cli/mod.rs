@@ -1,4 +1,4 @@
-//! The command line: `run`, `matrix`, `check`, `ci`, `init`, `list`, `scenarios export`, `clean`, `image`, `server install`/`server list`, `bench`, `audit`. Exit codes: 0 every invariant holds,
+//! The command line: `run`, `matrix`, `explore`, `check`, `ci`, `init`, `list`, `scenarios export`, `clean`, `image`, `server install`/`server list`, `bench`, `audit`. Exit codes: 0 every invariant holds,
 //! 1 an invariant is violated, 2 unknown (the run could not observe enough), 3 setup or
 //! usage error.
 
@@ -8,10 +8,11 @@ mod bench;
 mod ci;
 mod commands;
 mod exit;
+mod explore;
 mod proxy_bench;
 mod servers;
 
-pub use args::{BackendArgs, Cli, Command, MatrixArgs, RunArgs};
+pub use args::{BackendArgs, Cli, Command, ExploreArgs, MatrixArgs, RunArgs};
 pub use exit::ExitCode;
 
 use clap::Parser;
@@ -37,6 +38,7 @@ pub async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => commands::run(args).await,
         Command::Matrix(args) => commands::matrix(args).await,
+        Command::Explore(args) => explore::explore(args).await,
         Command::Check(args) => commands::check(&args.run_dir),
         Command::Ci(args) => ci::ci(args).await,
         Command::Init(args) => ci::init(&args),

@@ -211,7 +211,7 @@ async fn run_cell(config: &MatrixConfig, server: &MatrixServer, scenario: &Scena
         show_progress: false,
         reproduce,
     };
-    cell.outcome = on_own_thread(run).await;
+    cell.outcome = run_on_own_thread(run).await;
     cell.wall_ms = started.elapsed().as_millis() as u64;
     cell
 }
@@ -219,7 +219,7 @@ async fn run_cell(config: &MatrixConfig, server: &MatrixServer, scenario: &Scena
 /// Run one cell on a thread of its own with its own runtime: the operating system then
 /// shares the cores between cells, so a cell that mostly waits (and whose verdict depends
 /// on its timing) is not queued behind the tasks of a cell that floods the server.
-async fn on_own_thread(run: RunConfig) -> Result<Report, String> {
+pub async fn run_on_own_thread(run: RunConfig) -> Result<Report, String> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new().name("matrix-cell".into()).spawn(move || {
         let result = tokio::runtime::Builder::new_current_thread()

@@ -5,7 +5,9 @@
 mod cells;
 mod table;
 
-pub use cells::{Cell, MatrixConfig, MatrixLimiter, MatrixServer, run_matrix, sanitize, server_dir_name};
+pub use cells::{
+    Cell, MatrixConfig, MatrixLimiter, MatrixServer, run_matrix, run_on_own_thread, sanitize, server_dir_name,
+};
 pub use table::{TableContext, grid, render_table, short_label};
 
 /// Shell-style glob match (`*` any run, `?` one character) for scenario names.

@@ -7,9 +7,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -84,8 +83,26 @@ pub async fn serve(
         }
     };
     let _ = server.set_nodelay(true);
-    let (client_read, client_write) = client.into_split();
-    let (server_read, server_write) = server.into_split();
+    relay(client.into_split(), server.into_split(), hook, conn, stop, budget).await;
+    // Dropping both halves of both sockets closes the connection on both sides.
+}
+
+/// Relay one connection between a client's halves and the server's (sockets in the proxy,
+/// scripted I/O in tests) until either side ends, the hook deciding what each command's
+/// reply becomes.
+pub(super) async fn relay<CR, CW, SR, SW>(
+    (client_read, client_write): (CR, CW),
+    (server_read, server_write): (SR, SW),
+    hook: Arc<dyn ProxyHook>,
+    conn: u64,
+    stop: CancellationToken,
+    budget: Arc<Budget>,
+) where
+    CR: AsyncRead + Unpin,
+    CW: AsyncWrite + Unpin,
+    SR: AsyncRead + Unpin,
+    SW: AsyncWrite + Unpin,
+{
     let (tx, rx) = mpsc::unbounded_channel();
     let closed = stop.child_token();
     // Both directions count in one lease; dropped last, it gives back whatever they held.
@@ -114,12 +131,11 @@ pub async fn serve(
     if let Some(why) = why {
         hook.connection_problem(conn, why);
     }
-    // Dropping both halves of both sockets closes the connection on both sides.
 }
 
 /// Where the commands go: the server, and the queue telling the reply side what to do.
-struct Upstream<'a> {
-    server: OwnedWriteHalf,
+struct Upstream<'a, W> {
+    server: W,
     tx: mpsc::UnboundedSender<Pending>,
     hook: Arc<dyn ProxyHook>,
     conn: u64,
@@ -130,7 +146,7 @@ struct Upstream<'a> {
 
 /// Client → server, until the connection ends: `Err(Some(why))` for a protocol problem or
 /// the budget.
-async fn commands(mut client: OwnedReadHalf, mut up: Upstream<'_>) -> Ends<()> {
+async fn commands<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(mut client: R, mut up: Upstream<'_, W>) -> Ends<()> {
     let mut buf: Vec<u8> = Vec::new();
     let mut spans: Vec<Range<usize>> = Vec::new();
     let mut passthrough = false;
@@ -174,7 +190,7 @@ fn measure(buf: &[u8], spans: &mut Vec<Range<usize>>) -> Result<usize, resp::Par
     Ok(used)
 }
 
-impl Upstream<'_> {
+impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
     /// One round trip: the commands measured at `spans` of `buf` are parsed (their weight
     /// taken from the budget first), shown to the hook, queued and forwarded as it says.
     /// `Ok(true)` when the rest of the connection is passed through as it is (SUBSCRIBE,
@@ -254,15 +270,15 @@ fn starts_passthrough(command: &Command) -> bool {
 }
 
 /// Where the replies go: the client, through a batch written when the reply side waits.
-struct Downstream<'a> {
-    client: OwnedWriteHalf,
+struct Downstream<'a, W> {
+    client: W,
     out: Vec<u8>,
     lease: &'a Lease,
     /// The weight of the queue entries taken since the last flush, given back at the next.
     taken: usize,
 }
 
-impl Downstream<'_> {
+impl<W: AsyncWrite + Unpin> Downstream<'_, W> {
     fn push(&mut self, bytes: &[u8]) -> Ends<()> {
         self.lease.room(&mut self.out, bytes.len()).map_err(refused)?;
         self.out.extend_from_slice(bytes);
@@ -291,10 +307,10 @@ impl Downstream<'_> {
 }
 
 /// Server → client: each reply in its turn, injected ones in theirs.
-async fn replies(
-    mut server: OwnedReadHalf,
+async fn replies<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    mut server: R,
     mut rx: mpsc::UnboundedReceiver<Pending>,
-    mut down: Downstream<'_>,
+    mut down: Downstream<'_, W>,
 ) -> Ends<()> {
     let mut buf: Vec<u8> = Vec::new();
     loop {
@@ -322,7 +338,12 @@ async fn replies(
 
 /// The server's next reply, done with as `action` says. RESP3 pushes before it are
 /// forwarded as they come.
-async fn reply(server: &mut OwnedReadHalf, buf: &mut Vec<u8>, down: &mut Downstream<'_>, action: Action) -> Ends<()> {
+async fn reply<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    server: &mut R,
+    buf: &mut Vec<u8>,
+    down: &mut Downstream<'_, W>,
+    action: Action,
+) -> Ends<()> {
     let len = loop {
         match resp::frame_len(buf) {
             Ok(Some(len)) if buf.first() == Some(&b'>') => {
@@ -358,4 +379,96 @@ async fn reply(server: &mut OwnedReadHalf, buf: &mut Vec<u8>, down: &mut Downstr
     buf.drain(..len);
     down.lease.trim(buf);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The relay against scripted I/O (`tokio_test::io`): what the client sends, what the
+    //! server must receive, what the client must get back, with no server and no socket;
+    //! delays on paused time.
+
+    use std::time::Duration;
+
+    use tokio_test::io::Builder;
+
+    use super::*;
+
+    const GET: &[u8] = b"*2\r\n$3\r\nGET\r\n$4\r\nrl:0\r\n";
+    const ONE: &[u8] = b":1\r\n";
+
+    /// Answers every command of a round trip with one action.
+    struct Fixed(Action);
+
+    #[async_trait::async_trait]
+    impl ProxyHook for Fixed {
+        async fn before_forward(&self, _conn: u64, trip: &[Command]) -> Vec<Action> {
+            vec![self.0.clone(); trip.len()]
+        }
+    }
+
+    async fn relay_scripted(client: tokio_test::io::Mock, server: tokio_test::io::Mock, action: Action) {
+        let budget = Arc::new(Budget::new(1 << 20));
+        relay(
+            tokio::io::split(client),
+            tokio::io::split(server),
+            Arc::new(Fixed(action)),
+            1,
+            CancellationToken::new(),
+            budget,
+        )
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_command_is_forwarded_and_its_reply_comes_back() {
+        let client = Builder::new().read(GET).write(ONE).build();
+        let server = Builder::new().write(GET).read(ONE).build();
+        relay_scripted(client, server, Action::Forward).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pipeline_is_forwarded_whole_and_its_replies_come_back_in_order() {
+        let two = [GET, GET].concat();
+        let client = Builder::new().read(&two).write(b":1\r\n:2\r\n").build();
+        let server = Builder::new().write(&two).read(b":1\r\n:2\r\n").build();
+        relay_scripted(client, server, Action::Forward).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_injected_error_never_reaches_the_server() {
+        let oom = b"-OOM command not allowed\r\n".to_vec();
+        let client = Builder::new().read(GET).write(&oom).build();
+        // The server is sent nothing and asked for nothing.
+        let server = Builder::new().build();
+        relay_scripted(client, server, Action::Inject(oom)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_reply_runs_on_the_server_and_closes_the_connection() {
+        // The client gets no reply: the relay ends (closing it) while it still waits.
+        let client = Builder::new().read(GET).wait(Duration::from_secs(60)).build();
+        let server = Builder::new().write(GET).read(ONE).build();
+        let started = tokio::time::Instant::now();
+        relay_scripted(client, server, Action::DropReply).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "closed before the client gave up"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_reply_is_held_exactly_its_delay() {
+        let client = Builder::new().read(GET).write(ONE).build();
+        let server = Builder::new().write(GET).read(ONE).build();
+        let started = tokio::time::Instant::now();
+        relay_scripted(client, server, Action::DelayReply(Duration::from_millis(750))).await;
+        assert_eq!(started.elapsed(), Duration::from_millis(750));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reset_closes_the_connection_without_forwarding() {
+        let client = Builder::new().read(GET).wait(Duration::from_secs(60)).build();
+        let server = Builder::new().build();
+        relay_scripted(client, server, Action::Reset).await;
+    }
 }

@@ -102,27 +102,16 @@ impl Driver {
         duration_us: u64,
         flood: Option<Arc<CacheFlood>>,
     ) {
-        let start = Instant::now();
-        let mut tasks = JoinSet::new();
-        let mut clients: HashMap<u32, Arc<tokio::sync::Mutex<()>>> = HashMap::new();
-        for &req in requests {
-            tokio::time::sleep_until(start + Duration::from_micros(req.offset_us)).await;
-            while tasks.len() >= IN_FLIGHT_MAX {
-                tasks.join_next().await;
-            }
-            while tasks.try_join_next().is_some() {}
-            let driver = Arc::clone(self);
-            let flood = flood.clone();
-            let client = Arc::clone(clients.entry(req.identity).or_default());
-            let slot = req.id as usize % self.conns[0].len();
-            tasks.spawn(async move {
-                let _turn = client.lock().await;
+        let driver = Arc::clone(self);
+        pace(requests, duration_us, move |req| {
+            let (driver, flood) = (Arc::clone(&driver), flood.clone());
+            async move {
+                let slot = req.id as usize % driver.conns[0].len();
                 let mut conn = driver.conn(req.instance, slot);
                 driver.one(&mut conn, slot, req, phase, flood.as_deref()).await;
-            });
-        }
-        tokio::time::sleep_until(start + Duration::from_micros(duration_us)).await;
-        while tasks.join_next().await.is_some() {}
+            }
+        })
+        .await;
     }
 
     async fn burst(
@@ -263,5 +252,92 @@ fn classify(e: &redis::RedisError) -> Outcome {
         Outcome::Indeterminate
     } else {
         Outcome::Error
+    }
+}
+
+/// An open-loop phase's pacing: each request is started at its offset from the phase's
+/// start whatever the replies (`send` in a task of its own), except that one identity is
+/// one client: its request waits for its previous one to finish. Returns when the phase's
+/// time is over and every request is done.
+pub(super) async fn pace<F, Fut>(requests: &[PlannedRequest], duration_us: u64, send: F)
+where
+    F: Fn(PlannedRequest) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    let mut clients: HashMap<u32, Arc<tokio::sync::Mutex<()>>> = HashMap::new();
+    for &req in requests {
+        tokio::time::sleep_until(start + Duration::from_micros(req.offset_us)).await;
+        while tasks.len() >= IN_FLIGHT_MAX {
+            tasks.join_next().await;
+        }
+        while tasks.try_join_next().is_some() {}
+        let client = Arc::clone(clients.entry(req.identity).or_default());
+        let sending = send(req);
+        tasks.spawn(async move {
+            let _turn = client.lock().await;
+            sending.await;
+        });
+    }
+    tokio::time::sleep_until(start + Duration::from_micros(duration_us)).await;
+    while tasks.join_next().await.is_some() {}
+}
+
+#[cfg(test)]
+mod pace_tests {
+    //! The pacing on tokio's paused clock: exact, instant and without a server.
+
+    use std::sync::Mutex;
+
+    use super::*;
+
+    fn at(id: u64, identity: u32, offset_ms: u64) -> PlannedRequest {
+        PlannedRequest {
+            id,
+            identity,
+            ordinal: id + 1,
+            offset_us: offset_ms * 1000,
+            instance: 0,
+        }
+    }
+
+    /// When each request started, in ms from the phase's start, with each request taking
+    /// `busy_ms` of identity 0's time.
+    async fn started(requests: &[PlannedRequest], duration_ms: u64, busy_ms: u64) -> (Vec<(u64, u64)>, u64) {
+        let begin = Instant::now();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        pace(requests, duration_ms * 1000, move |req| {
+            let log = Arc::clone(&log);
+            async move {
+                log.lock().unwrap().push((req.id, begin.elapsed().as_millis() as u64));
+                if req.identity == 0 {
+                    tokio::time::sleep(Duration::from_millis(busy_ms)).await;
+                }
+            }
+        })
+        .await;
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort();
+        (seen, begin.elapsed().as_millis() as u64)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_start_at_their_offsets_and_the_phase_lasts_its_duration() {
+        let plan = [at(0, 0, 0), at(1, 1, 10), at(2, 0, 20), at(3, 1, 30)];
+        let (seen, took) = started(&plan, 100, 0).await;
+        assert_eq!(seen, vec![(0, 0), (1, 10), (2, 20), (3, 30)]);
+        assert_eq!(took, 100);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_identity_waits_for_its_previous_reply_the_others_do_not() {
+        // Identity 0's requests take 25 ms: its second (due at 10 ms) starts at 25 ms, its
+        // third (due at 20 ms) at 50 ms; identity 1's starts on time.
+        let plan = [at(0, 0, 0), at(1, 0, 10), at(2, 1, 15), at(3, 0, 20)];
+        let (seen, took) = started(&plan, 40, 25).await;
+        assert_eq!(seen, vec![(0, 0), (1, 25), (2, 15), (3, 50)]);
+        assert_eq!(took, 75, "the phase ends when its last request is done");
     }
 }

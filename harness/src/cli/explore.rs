@@ -1,0 +1,116 @@
+//! `explore`: the search, the found scenario and the summary, with exit codes 1 found,
+//! 0 nothing found within the budget, 2 interrupted, 3 setup error.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use rand::RngExt;
+
+use super::args::ExploreArgs;
+use super::commands::{backend_for, prefer_processes, say};
+use super::exit::ExitCode;
+use crate::error::SetupError;
+use crate::explore::{self, SearchConfig, ServerTrials, ShrinkLimits, Vocabulary};
+use crate::scenario::FaultKind;
+
+/// The fault kinds `--faults` names (every kind when empty; `none` for none).
+fn fault_kinds(names: &[String]) -> Result<Vec<FaultKind>, SetupError> {
+    match names {
+        [] => Ok(FaultKind::ALL.to_vec()),
+        [none] if none == "none" => Ok(Vec::new()),
+        names => names
+            .iter()
+            .map(|n| {
+                FaultKind::parse(n.trim()).ok_or_else(|| {
+                    let known: Vec<_> = FaultKind::ALL.iter().map(|k| k.name()).collect();
+                    SetupError::Usage(format!(
+                        "--faults: unknown fault kind `{n}`; one of: {}, or `none`",
+                        known.join(", ")
+                    ))
+                })
+            })
+            .collect(),
+    }
+}
+
+fn search_config(args: &ExploreArgs, seed: u64) -> Result<SearchConfig, SetupError> {
+    Ok(SearchConfig {
+        seed,
+        budget: args.budget,
+        jobs: args.jobs.max(1),
+        vocabulary: Vocabulary {
+            kinds: fault_kinds(&args.faults)?,
+            eviction: args.eviction,
+            state_loss: args.state_loss,
+        },
+        shrink: ShrinkLimits {
+            confirm: args.confirm as usize,
+            steps_max: args.shrink_steps,
+            time_max: args.shrink_budget,
+        },
+        show_progress: !args.no_progress && std::io::stderr().is_terminal(),
+    })
+}
+
+pub async fn explore(args: ExploreArgs) -> Result<ExitCode, SetupError> {
+    let seed = args.seed.unwrap_or_else(|| rand::rng().random());
+    let config = search_config(&args, seed)?;
+    let limiter = crate::limiter::resolve(&args.limiter)?;
+    eprintln!(
+        "limiter-harness explore: limiter {} — seed {seed}, budget {} s",
+        limiter.name(),
+        args.budget.as_secs()
+    );
+    let backend = backend_for(&prefer_processes(args.server.clone())).await?;
+    if !backend.owns_servers() {
+        return Err(SetupError::Usage(
+            "explore runs every candidate on a fresh server of its own: use --backend process or container".into(),
+        ));
+    }
+    let root = crate::scratch::default_report_root(std::path::Path::new(""));
+    let dir = root
+        .join("runs/explore")
+        .join(crate::matrix::sanitize(limiter.name()))
+        .join(seed.to_string());
+    let _ = std::fs::remove_dir_all(&dir);
+    crate::scratch::create_report_dir(&dir)?;
+    let trials = ServerTrials {
+        limiter: Arc::clone(&limiter),
+        backend,
+        seed,
+        dir,
+        jobs: config.jobs,
+        via_proxy: args.server.via_proxy,
+        counter: AtomicU64::new(0),
+    };
+    let _guard = crate::signals::guard();
+    let cancel = crate::signals::token().child_token();
+    let out = explore::search(&config, &trials, &cancel).await;
+    if out.candidates_run > 0 && out.errors.len() as u64 == out.candidates_run {
+        return Err(SetupError::Usage(format!(
+            "no candidate could run: {}",
+            out.errors[0].lines().next().unwrap_or_default()
+        )));
+    }
+    let written = match &out.found {
+        Some(found) => Some(explore::write(
+            &args.out,
+            &args.limiter,
+            found,
+            seed,
+            config.shrink.confirm,
+        )?),
+        None => None,
+    };
+    for line in explore::summary(&args.limiter, &config, &out, written.as_ref()) {
+        say(&line);
+    }
+    Ok(if out.found.is_some() {
+        ExitCode::Invalid
+    } else if out.interrupted {
+        ExitCode::Unknown
+    } else {
+        ExitCode::Valid
+    })
+}

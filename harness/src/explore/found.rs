@@ -1,0 +1,117 @@
+//! The found scenario: the minimal candidate as a commented TOML file under
+//! `scenarios/found/`, named after the limiter, the invariant and the seed, with the report
+//! of its last confirming run beside it — ready to commit as a regression test.
+
+use std::path::{Path, PathBuf};
+
+use super::render;
+use super::search::Found;
+use crate::error::SetupError;
+
+/// What `write` wrote.
+#[derive(Debug)]
+pub struct Written {
+    pub scenario: PathBuf,
+    pub report: Option<PathBuf>,
+    pub name: String,
+}
+
+/// The scenario's name: `<limiter>-<invariant>-<seed>`, in the letters a name may use.
+pub fn found_name(limiter: &str, found: &Found, seed: u64) -> String {
+    let mut name: String = limiter
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    while name.contains("--") {
+        name = name.replace("--", "-");
+    }
+    let name = name.trim_matches('-');
+    format!("{name}-{}-{seed}", found.target.invariant)
+}
+
+/// The header comments: what it found, how, and how to reproduce it.
+pub fn header(limiter: &str, found: &Found, seed: u64, path: &Path, confirm: usize) -> Vec<String> {
+    let minimal = &found.shrunk.minimal;
+    let mut lines = vec![
+        format!(
+            "{} — found by `limiter-harness explore`, not written by hand.",
+            found_name(limiter, found, seed)
+        ),
+        String::new(),
+        format!("Found: limiter `{limiter}` breaks {} with seed {seed}.", found.target),
+        format!(
+            "Candidate {} of the search; shrunk from {} phase(s), {} fault(s), {} requests to {} phase(s), {} fault(s), {} requests",
+            found.candidate,
+            found.original.phases.len(),
+            render::faults(&found.original),
+            render::requests(&found.original),
+            minimal.phases.len(),
+            render::faults(minimal),
+            render::requests(minimal),
+        ),
+        format!(
+            "in {} shrink step(s) kept of {} tried ({}); every kept step broke it {confirm} of {confirm} times on fresh servers.",
+            found.shrunk.steps_kept, found.shrunk.steps_tried, found.shrunk.stopped
+        ),
+    ];
+    if minimal.faults.iter().any(|f| f.no_limiter_survives()) {
+        lines.push("By design: its fault destroys every limiter's state (eviction, or a restart that keeps nothing): a deployment problem, not this limiter's.".into());
+    }
+    lines.push("A failure looks like:".into());
+    lines.extend(
+        found
+            .shrunk
+            .evidence
+            .iter()
+            .map(|e| format!("  {}", e.lines().next().unwrap_or_default())),
+    );
+    lines.push(format!(
+        "Reproduce: limiter-harness run {} --limiter {} --backend process",
+        crate::shell::quote(&path.display().to_string()),
+        crate::shell::quote(limiter)
+    ));
+    lines.push(format!(
+        "Search again: limiter-harness explore --limiter {} --seed {seed}",
+        crate::shell::quote(limiter)
+    ));
+    lines.push(String::new());
+    lines
+}
+
+/// Write the scenario (and its report directory, `<name>.report/`) under `dir`.
+pub fn write(dir: &Path, limiter: &str, found: &Found, seed: u64, confirm: usize) -> Result<Written, SetupError> {
+    std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create", dir, e))?;
+    let name = found_name(limiter, found, seed);
+    let path = dir.join(format!("{name}.toml"));
+    let shown = crate::shell::relative(&path);
+    let about = format!("Found by explore: `{limiter}` breaks {}.", found.target);
+    let header = header(limiter, found, seed, &shown, confirm);
+    let text = render::to_toml(&found.shrunk.minimal, &name, &about, seed, &header);
+    std::fs::write(&path, &text).map_err(|e| SetupError::io("cannot write", &path, e))?;
+    let report = match &found.shrunk.report_dir {
+        Some(from) => {
+            let to = dir.join(format!("{name}.report"));
+            let _ = std::fs::remove_dir_all(&to);
+            copy_dir(from, &to).map_err(|e| SetupError::io("cannot copy the report to", &to, e))?;
+            Some(to.join("report.md"))
+        }
+        None => None,
+    };
+    Ok(Written {
+        scenario: path,
+        report,
+        name,
+    })
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! The budgeted search: candidates drawn from one seeded proptest runner, run a batch at a
+//! time; the first that breaks an invariant is confirmed `confirm` times, then shrunk.
+
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use tokio_util::sync::CancellationToken;
+
+use super::shrink::{ShrinkLimits, Shrunk, shrink};
+use super::strategy::{Candidate, Vocabulary, candidates};
+use super::trial::{Finding, TrialResult, Trials};
+
+/// What the search may do.
+#[derive(Debug, Clone)]
+pub struct SearchConfig {
+    pub seed: u64,
+    /// No new batch starts after this long (shrinking has limits of its own).
+    pub budget: Duration,
+    /// Candidates run at once.
+    pub jobs: usize,
+    pub vocabulary: Vocabulary,
+    pub shrink: ShrinkLimits,
+    pub show_progress: bool,
+}
+
+/// What the search found, if anything, and how much it explored.
+#[derive(Debug, Default)]
+pub struct Exploration {
+    pub candidates_run: u64,
+    pub requests_planned: u64,
+    /// Candidates that broke an invariant but did not reproduce `confirm` of `confirm` times.
+    pub flaky: Vec<Finding>,
+    /// Candidates whose run was unknown (it could not observe enough).
+    pub unknown: u64,
+    /// Candidates that could not run, with why.
+    pub errors: Vec<String>,
+    pub found: Option<Found>,
+    pub interrupted: bool,
+    pub elapsed: Duration,
+}
+
+/// A confirmed failure and its shrunk form.
+#[derive(Debug)]
+pub struct Found {
+    /// Which candidate of the search it was (counting from 1).
+    pub candidate: u64,
+    pub original: Candidate,
+    pub target: Finding,
+    /// Everything the original's run broke.
+    pub findings: Vec<Finding>,
+    pub shrunk: Shrunk,
+    /// The seconds into the search when it was first seen.
+    pub seen_after: Duration,
+}
+
+/// The proptest runner the seed decides: ChaCha, so the candidates are the same on every
+/// machine and every run.
+pub fn seeded_runner(seed: u64) -> TestRunner {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
+}
+
+/// Search until the budget runs out, something is found, or `cancel`.
+pub async fn search(config: &SearchConfig, trials: &dyn Trials, cancel: &CancellationToken) -> Exploration {
+    let started = Instant::now();
+    let mut runner = seeded_runner(config.seed);
+    let strategy = candidates(&config.vocabulary);
+    let bar = progress(config.show_progress);
+    let mut out = Exploration::default();
+    while started.elapsed() < config.budget && out.found.is_none() {
+        if cancel.is_cancelled() {
+            out.interrupted = true;
+            break;
+        }
+        let mut trees: Vec<_> = (0..config.jobs.max(1))
+            .map(|_| {
+                strategy
+                    .new_tree(&mut runner)
+                    .expect("the candidate strategy rejects nothing")
+            })
+            .collect();
+        let batch: Vec<Candidate> = trees.iter().map(|t| t.current()).collect();
+        let results = trials.run(&batch).await;
+        let first = out.candidates_run;
+        tally(&mut out, &batch, &results);
+        show(&bar, &out, None);
+        if first == 0 && results.iter().all(|r| r.error.is_some()) {
+            break;
+        }
+        let Some(i) = results.iter().position(|r| r.primary().is_some()) else {
+            continue;
+        };
+        let target = results[i].primary().expect("found above").clone();
+        let index = first + i as u64 + 1;
+        let k = config.shrink.confirm;
+        note(
+            &bar,
+            &format!("candidate {index} broke {target}: running it {k} more times"),
+        );
+        let Some(confirming) = confirmed(trials, &batch[i], &target, k).await else {
+            note(
+                &bar,
+                &format!("candidate {index}: not {k} of {k}, a flaky finding; searching on"),
+            );
+            out.flaky.push(target);
+            continue;
+        };
+        note(&bar, &format!("candidate {index}: {k} of {k}; shrinking"));
+        let seen_after = started.elapsed();
+        let on_step = |tried: usize, kept: usize| {
+            bar.set_message(format!("shrinking {target}: {tried} steps tried, {kept} kept"));
+        };
+        let on_step = &on_step;
+        let mut shrunk = shrink(&mut trees[i], &target, config.shrink, trials, on_step, cancel).await;
+        if shrunk.report_dir.is_none() {
+            shrunk.report_dir = confirming.report_dir;
+            shrunk.evidence = confirming.evidence;
+        }
+        out.interrupted = cancel.is_cancelled();
+        out.found = Some(Found {
+            candidate: index,
+            original: batch[i].clone(),
+            findings: results[i].findings.clone(),
+            target,
+            shrunk,
+            seen_after,
+        });
+    }
+    bar.finish_and_clear();
+    out.elapsed = started.elapsed();
+    out
+}
+
+fn tally(out: &mut Exploration, batch: &[Candidate], results: &[TrialResult]) {
+    for (candidate, result) in batch.iter().zip(results) {
+        out.candidates_run += 1;
+        out.requests_planned += super::render::requests(candidate);
+        if let Some(e) = &result.error {
+            out.errors.push(e.clone());
+        } else if result.unknown && result.findings.is_empty() {
+            out.unknown += 1;
+        }
+    }
+}
+
+/// The last of `k` fresh runs of `candidate` when every one breaks `target`.
+async fn confirmed(trials: &dyn Trials, candidate: &Candidate, target: &Finding, k: usize) -> Option<TrialResult> {
+    let runs = trials.run(&vec![candidate.clone(); k.max(1)]).await;
+    if runs.iter().all(|r| r.reproduces(target)) {
+        runs.into_iter().last()
+    } else {
+        None
+    }
+}
+
+fn progress(visible: bool) -> ProgressBar {
+    let target = if visible {
+        ProgressDrawTarget::stderr_with_hz(5)
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let bar = ProgressBar::with_draw_target(None, target);
+    bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("valid template"));
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn show(bar: &ProgressBar, out: &Exploration, extra: Option<&str>) {
+    bar.set_message(format!(
+        "{} candidates run ({} requests planned), {} flaky, {} unknown{}",
+        out.candidates_run,
+        out.requests_planned,
+        out.flaky.len(),
+        out.unknown,
+        extra.map(|e| format!("; {e}")).unwrap_or_default()
+    ));
+}
+
+/// A line above the progress bar, or on stderr when there is none.
+fn note(bar: &ProgressBar, line: &str) {
+    if bar.is_hidden() {
+        eprintln!("limiter-harness explore: {line}");
+    } else {
+        bar.println(line);
+    }
+}

@@ -1,0 +1,318 @@
+//! The candidates the explorer tries: whole scenarios as plain values, and the proptest
+//! [`Strategy`] that generates them (and shrinks them: fewer phases and faults, lower rates,
+//! shorter durations, faults at earlier requests and on any command).
+
+use proptest::prelude::*;
+use proptest::strategy::{BoxedStrategy, Union};
+
+use crate::scenario::{FaultKind, INJECTABLE_ERRORS};
+
+/// One scenario the explorer runs: the limit, the phases and the faults. Indices that refer
+/// to other parts (an identity, a phase, an instance) are taken modulo what exists when the
+/// candidate is rendered, so every value the strategy makes is a valid scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub requests_max: u64,
+    pub window_ms: u64,
+    pub identities: u32,
+    pub instances: u32,
+    pub phases: Vec<PhaseSpec>,
+    pub faults: Vec<FaultSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PhaseSpec {
+    Steady {
+        rate_per_s: u64,
+        duration_ms: u64,
+        round_robin: bool,
+        even: bool,
+    },
+    Burst {
+        requests: u64,
+        concurrency: u32,
+    },
+    Quiet {
+        duration_ms: u64,
+    },
+}
+
+impl PhaseSpec {
+    /// The requests the phase plans.
+    pub fn requests(&self) -> u64 {
+        match self {
+            Self::Steady {
+                rate_per_s,
+                duration_ms,
+                ..
+            } => rate_per_s * duration_ms / 1000,
+            Self::Burst { requests, .. } => *requests,
+            Self::Quiet { .. } => 0,
+        }
+    }
+}
+
+/// Which requests a rule strikes: an identity (any when `None`), from its `request`-th on,
+/// `times` times (every matching one when `None`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Target {
+    pub identity: Option<u32>,
+    pub request: u64,
+    pub times: Option<u64>,
+    /// An index into [`COMMANDS`]: 0 is any command.
+    pub command: usize,
+}
+
+/// The commands a rule may name (`before_command`, `command`); the first, empty, is any.
+pub const COMMANDS: [&[&str]; 8] = [
+    &[],
+    &["INCR", "INCRBY"],
+    &["EXPIRE", "PEXPIRE"],
+    &["GET"],
+    &["EXISTS"],
+    &["SET"],
+    &["EVALSHA"],
+    &["EXEC"],
+];
+
+/// The eviction policies memory pressure may run under: only `noeviction` unless the
+/// explorer was allowed eviction (`--eviction`), which no limiter survives.
+pub const POLICIES: [&str; 4] = ["noeviction", "allkeys-lru", "volatile-lru", "allkeys-lfu"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum FaultSpec {
+    ExpireBetween(Target),
+    StallBetween {
+        target: Target,
+        stall_ms: u64,
+    },
+    ClientDiesBetween(Target),
+    DelayReply {
+        target: Target,
+        delay_ms: u64,
+    },
+    DropReply(Target),
+    /// `error` indexes [`INJECTABLE_ERRORS`].
+    InjectError {
+        target: Target,
+        error: usize,
+    },
+    ResetConnection(Target),
+    /// `phase` indexes the candidate's phases that send requests; `policy` indexes [`POLICIES`].
+    MemoryPressure {
+        phase: usize,
+        value_bytes: u64,
+        writes_per_request: u32,
+        cache_ttl: bool,
+        policy: usize,
+    },
+    ServerRestart {
+        phase: usize,
+        after_ms: u64,
+        aof: bool,
+    },
+    ServerPause {
+        phase: usize,
+        after_ms: u64,
+        pause_ms: u64,
+    },
+    ScriptFlush {
+        phase: usize,
+        after_ms: u64,
+    },
+    ClientKill {
+        phase: usize,
+        after_ms: u64,
+    },
+    ClockSkew {
+        instance: u32,
+        offset_ms: i64,
+        drift_ms_per_s: i64,
+    },
+}
+
+impl FaultSpec {
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Self::ExpireBetween(_) => FaultKind::ExpireBetweenRoundTrips,
+            Self::StallBetween { .. } => FaultKind::StallBetweenRoundTrips,
+            Self::ClientDiesBetween(_) => FaultKind::ClientDiesBetweenRoundTrips,
+            Self::DelayReply { .. } => FaultKind::DelayReply,
+            Self::DropReply(_) => FaultKind::DropReply,
+            Self::InjectError { .. } => FaultKind::InjectError,
+            Self::ResetConnection(_) => FaultKind::ResetConnection,
+            Self::MemoryPressure { .. } => FaultKind::MemoryPressure,
+            Self::ServerRestart { .. } => FaultKind::ServerRestart,
+            Self::ServerPause { .. } => FaultKind::ServerPause,
+            Self::ScriptFlush { .. } => FaultKind::ScriptFlush,
+            Self::ClientKill { .. } => FaultKind::ClientKill,
+            Self::ClockSkew { .. } => FaultKind::ClockSkew,
+        }
+    }
+
+    /// Whether this fault destroys every limiter's state by design (eviction of its keys, a
+    /// restart that keeps nothing): what it finds is a deployment problem, not a limiter bug.
+    pub fn no_limiter_survives(&self) -> bool {
+        match self {
+            Self::MemoryPressure { policy, .. } => POLICIES[*policy] != "noeviction",
+            Self::ServerRestart { aof, .. } => !aof,
+            _ => false,
+        }
+    }
+}
+
+/// What the search may use.
+#[derive(Debug, Clone)]
+pub struct Vocabulary {
+    /// The fault kinds to draw from (every kind by default).
+    pub kinds: Vec<FaultKind>,
+    /// Memory pressure may run under eviction policies (every limiter loses keys).
+    pub eviction: bool,
+    /// Server restarts may keep nothing (every limiter loses its state).
+    pub state_loss: bool,
+}
+
+impl Default for Vocabulary {
+    fn default() -> Self {
+        Self {
+            kinds: FaultKind::ALL.to_vec(),
+            eviction: false,
+            state_loss: false,
+        }
+    }
+}
+
+/// Every candidate: 1–4 phases, 0–2 faults from the vocabulary, a short window so that a run
+/// takes a few seconds.
+pub fn candidates(vocabulary: &Vocabulary) -> BoxedStrategy<Candidate> {
+    let faults = match fault_strategy(vocabulary) {
+        Some(fault) => prop::collection::vec(fault, 0..=2).boxed(),
+        None => Just(Vec::new()).boxed(),
+    };
+    (
+        2u64..=12,
+        (2u64..=10).prop_map(|n| n * 50),
+        1u32..=3,
+        1u32..=2,
+        prop::collection::vec(phase_strategy(), 1..=4),
+        faults,
+    )
+        .prop_map(
+            |(requests_max, window_ms, identities, instances, phases, faults)| Candidate {
+                requests_max,
+                window_ms,
+                identities,
+                instances,
+                phases,
+                faults,
+            },
+        )
+        .boxed()
+}
+
+fn phase_strategy() -> BoxedStrategy<PhaseSpec> {
+    let steady = (
+        10u64..=200,
+        (1u64..=15).prop_map(|n| n * 100),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(rate_per_s, duration_ms, round_robin, even)| PhaseSpec::Steady {
+            rate_per_s,
+            duration_ms,
+            round_robin,
+            even,
+        });
+    let burst = (5u64..=200, 1u32..=8).prop_map(|(requests, concurrency)| PhaseSpec::Burst { requests, concurrency });
+    let quiet = (1u64..=15).prop_map(|n| PhaseSpec::Quiet { duration_ms: n * 100 });
+    prop_oneof![3 => steady, 2 => quiet, 1 => burst].boxed()
+}
+
+fn target_strategy() -> BoxedStrategy<Target> {
+    let times = prop_oneof![4 => Just(Some(1u64)), 1 => (2u64..=3).prop_map(Some), 1 => Just(None)];
+    (prop::option::of(0u32..3), 1u64..=40, times, 0..COMMANDS.len())
+        .prop_map(|(identity, request, times, command)| Target {
+            identity,
+            request,
+            times,
+            command,
+        })
+        .boxed()
+}
+
+/// One strategy per fault kind of the vocabulary; a new `FaultKind` does not compile until
+/// it has one.
+fn fault_strategy(vocabulary: &Vocabulary) -> Option<BoxedStrategy<FaultSpec>> {
+    let arms: Vec<BoxedStrategy<FaultSpec>> = vocabulary.kinds.iter().map(|k| kind_strategy(*k, vocabulary)).collect();
+    (!arms.is_empty()).then(|| Union::new(arms).boxed())
+}
+
+fn kind_strategy(kind: FaultKind, vocabulary: &Vocabulary) -> BoxedStrategy<FaultSpec> {
+    let t = target_strategy;
+    let moment = || (0usize..4, (0u64..=10).prop_map(|n| n * 100));
+    match kind {
+        FaultKind::ExpireBetweenRoundTrips => t().prop_map(FaultSpec::ExpireBetween).boxed(),
+        FaultKind::StallBetweenRoundTrips => (t(), (1u64..=30).prop_map(|n| n * 50))
+            .prop_map(|(target, stall_ms)| FaultSpec::StallBetween { target, stall_ms })
+            .boxed(),
+        FaultKind::ClientDiesBetweenRoundTrips => t().prop_map(FaultSpec::ClientDiesBetween).boxed(),
+        FaultKind::DelayReply => (t(), (1u64..=30).prop_map(|n| n * 50))
+            .prop_map(|(target, delay_ms)| FaultSpec::DelayReply { target, delay_ms })
+            .boxed(),
+        FaultKind::DropReply => t().prop_map(FaultSpec::DropReply).boxed(),
+        FaultKind::InjectError => (t(), 0..INJECTABLE_ERRORS.len())
+            .prop_map(|(target, error)| FaultSpec::InjectError { target, error })
+            .boxed(),
+        FaultKind::ResetConnection => t().prop_map(FaultSpec::ResetConnection).boxed(),
+        FaultKind::MemoryPressure => {
+            let policies = if vocabulary.eviction { POLICIES.len() } else { 1 };
+            (
+                0usize..4,
+                (1u64..=8).prop_map(|n| n * 1024),
+                1u32..=20,
+                any::<bool>(),
+                0..policies,
+            )
+                .prop_map(
+                    |(phase, value_bytes, writes_per_request, cache_ttl, policy)| FaultSpec::MemoryPressure {
+                        phase,
+                        value_bytes,
+                        writes_per_request,
+                        cache_ttl,
+                        policy,
+                    },
+                )
+                .boxed()
+        }
+        FaultKind::ServerRestart => {
+            let state_loss = vocabulary.state_loss;
+            (moment(), any::<bool>())
+                .prop_map(move |((phase, after_ms), keep)| FaultSpec::ServerRestart {
+                    phase,
+                    after_ms,
+                    aof: keep || !state_loss,
+                })
+                .boxed()
+        }
+        FaultKind::ServerPause => (moment(), (1u64..=25).prop_map(|n| n * 100))
+            .prop_map(|((phase, after_ms), pause_ms)| FaultSpec::ServerPause {
+                phase,
+                after_ms,
+                pause_ms,
+            })
+            .boxed(),
+        FaultKind::ScriptFlush => moment()
+            .prop_map(|(phase, after_ms)| FaultSpec::ScriptFlush { phase, after_ms })
+            .boxed(),
+        FaultKind::ClientKill => moment()
+            .prop_map(|(phase, after_ms)| FaultSpec::ClientKill { phase, after_ms })
+            .boxed(),
+        FaultKind::ClockSkew => (0u32..2, -30i64..=30, -20i64..=20)
+            .prop_map(|(instance, offset, drift_ms_per_s)| FaultSpec::ClockSkew {
+                instance,
+                offset_ms: offset * 100,
+                drift_ms_per_s,
+            })
+            .boxed(),
+    }
+}
