@@ -181,7 +181,8 @@ pub struct ExploreArgs {
     /// survives its keys being evicted, so this is off by default.
     #[arg(long)]
     pub eviction: bool,
-    /// Let server restarts keep nothing (no AOF): no limiter survives losing its state.
+    /// Let server restarts keep nothing (no AOF) and failovers lose writes or leave open
+    /// connections on the demoted node: no limiter survives losing its state.
     #[arg(long)]
     pub state_loss: bool,
     /// Candidates running at once, each on a fresh server.

@@ -213,6 +213,19 @@ fn fault_body(candidate: &Candidate, fault: &FaultSpec) -> Option<String> {
                 any_phase(candidate, *phase)
             );
         }
+        FaultSpec::Failover {
+            phase,
+            after_ms,
+            lose_writes_ms,
+            stay,
+        } => {
+            let connections = if *stay { "stay" } else { "move" };
+            let _ = writeln!(
+                out,
+                "phase = \"{}\"\nafter_ms = {after_ms}\nlose_writes_ms = {lose_writes_ms}\nconnections = \"{connections}\"",
+                any_phase(candidate, *phase)
+            );
+        }
         FaultSpec::ClockSkew {
             instance,
             offset_ms,

@@ -129,6 +129,13 @@ pub enum FaultSpec {
         offset_ms: i64,
         drift_ms_per_s: i64,
     },
+    /// `stay`: open connections stay with the demoted node.
+    Failover {
+        phase: usize,
+        after_ms: u64,
+        lose_writes_ms: u64,
+        stay: bool,
+    },
 }
 
 impl FaultSpec {
@@ -147,6 +154,7 @@ impl FaultSpec {
             Self::ScriptFlush { .. } => FaultKind::ScriptFlush,
             Self::ClientKill { .. } => FaultKind::ClientKill,
             Self::ClockSkew { .. } => FaultKind::ClockSkew,
+            Self::Failover { .. } => FaultKind::Failover,
         }
     }
 
@@ -156,6 +164,11 @@ impl FaultSpec {
         match self {
             Self::MemoryPressure { policy, .. } => POLICIES[*policy] != "noeviction",
             Self::ServerRestart { aof, .. } => !aof,
+            // Lost writes roll every limiter back; connections left on a demoted node are
+            // the client's to reopen (the built-ins' client keeps them).
+            Self::Failover {
+                lose_writes_ms, stay, ..
+            } => *lose_writes_ms > 0 || *stay,
             _ => false,
         }
     }
@@ -168,7 +181,8 @@ pub struct Vocabulary {
     pub kinds: Vec<FaultKind>,
     /// Memory pressure may run under eviction policies (every limiter loses keys).
     pub eviction: bool,
-    /// Server restarts may keep nothing (every limiter loses its state).
+    /// Server restarts may keep nothing and failovers may lose writes or leave connections
+    /// on the demoted node (every limiter loses its state, or every built-in its server).
     pub state_loss: bool,
 }
 
@@ -248,6 +262,7 @@ fn fault_strategy(vocabulary: &Vocabulary) -> Option<BoxedStrategy<FaultSpec>> {
 }
 
 fn kind_strategy(kind: FaultKind, vocabulary: &Vocabulary) -> BoxedStrategy<FaultSpec> {
+    // Long: one arm per fault kind, exhaustive on purpose (a new kind must be given one).
     let t = target_strategy;
     let moment = || (0usize..4, (0u64..=10).prop_map(|n| n * 100));
     match kind {
@@ -307,6 +322,17 @@ fn kind_strategy(kind: FaultKind, vocabulary: &Vocabulary) -> BoxedStrategy<Faul
         FaultKind::ClientKill => moment()
             .prop_map(|(phase, after_ms)| FaultSpec::ClientKill { phase, after_ms })
             .boxed(),
+        FaultKind::Failover => {
+            let state_loss = vocabulary.state_loss;
+            (moment(), 0u64..=5, any::<bool>())
+                .prop_map(move |((phase, after_ms), lose, stay)| FaultSpec::Failover {
+                    phase,
+                    after_ms,
+                    lose_writes_ms: if state_loss { lose * 200 } else { 0 },
+                    stay: stay && state_loss,
+                })
+                .boxed()
+        }
         FaultKind::ClockSkew => (0u32..2, -30i64..=30, -20i64..=20)
             .prop_map(|(instance, offset, drift_ms_per_s)| FaultSpec::ClockSkew {
                 instance,
