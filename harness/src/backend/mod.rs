@@ -21,6 +21,7 @@ pub use container::{ContainerBackend, docker_ping};
 pub use image::{ensure_image, image_name};
 pub use pair::{FailoverPair, wait_link_up};
 pub use process::ProcessBackend;
+pub use relay::socket_addr;
 pub use url::UrlBackend;
 
 use crate::error::SetupError;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::ServerHandle;
+use crate::backend::{ServerHandle, socket_addr};
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
 use crate::runner::{HARNESS_CLIENT_NAME, configure_after_restart, connect};
@@ -229,7 +229,7 @@ impl ServerNemesis<'_> {
         command(&mut new, &["REPLICAOF", "NO", "ONE"]).await?;
         let (new_url, _) = pair.switch_endpoint()?;
         let end_us = self.clock.now_us();
-        let new_port = port_of(&new_url)?.to_string();
+        let new_port = socket_addr(&new_url)?.port().to_string();
         command(&mut old, &["REPLICAOF", "127.0.0.1", &new_port]).await?;
         let closed = close_connections(&mut old, connections).await?;
         if lose_writes_ms == 0 {
@@ -300,13 +300,6 @@ async fn caught_up(
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-}
-
-fn port_of(url: &str) -> Result<u16, String> {
-    url.rsplit(':')
-        .next()
-        .and_then(|p| p.trim_end_matches('/').parse().ok())
-        .ok_or_else(|| format!("no port in {url}"))
 }
 
 /// Close, on the demoted node, the harness's own connections (they come back through the
