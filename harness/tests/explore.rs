@@ -25,8 +25,14 @@ fn explore(out: &Path) -> (i32, String, String) {
         .output()
         .expect("the binary runs");
     let stdout = String::from_utf8_lossy(&result.stdout);
-    // Everything but the wall-clock line is decided by the seed and the verdicts.
-    let summary: Vec<&str> = stdout.lines().filter(|l| !l.starts_with("time:")).collect();
+    // The seed and the confirmed verdicts decide every line but those that say what this
+    // run's timing showed (which request a race hit, which clean candidates could not
+    // observe everything, the wall clock).
+    let timing = ["time:", "evidence:", "unknown:"];
+    let summary: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !timing.iter().any(|t| l.starts_with(t)))
+        .collect();
     let file = out.join("exists-then-incr-ttl-present-1.toml");
     let found = std::fs::read_to_string(&file).unwrap_or_default();
     (result.status.code().unwrap_or(-1), summary.join("\n"), found)
@@ -42,6 +48,11 @@ fn a_seeded_exploration_is_deterministic_and_its_finding_reproduces() {
     let normalize = |text: &str, dir: &Path| text.replace(&dir.display().to_string(), "OUT");
     assert_eq!(normalize(&first.1, a.path()), normalize(&second.1, b.path()));
     assert_eq!(normalize(&first.2, a.path()), normalize(&second.2, b.path()));
+    // The report beside the found file is about that file, not the trial's candidate.
+    let report = std::fs::read_to_string(a.path().join("exists-then-incr-ttl-present-1.report/report.md")).unwrap();
+    assert!(report.contains("exists-then-incr-ttl-present-1"), "{report}");
+    assert!(!report.contains("explore-candidate"), "{report}");
+    assert!(report.contains("limiter-harness run "), "no reproduce line:\n{report}");
     let run = Command::new(env!("CARGO_BIN_EXE_limiter-harness"))
         .args([
             "run",

@@ -58,25 +58,34 @@ pub fn header(limiter: &str, found: &Found, seed: u64, path: &Path, confirm: usi
     if minimal.faults.iter().any(|f| f.no_limiter_survives()) {
         lines.push("By design: its fault destroys every limiter's state (eviction, or a restart that keeps nothing): a deployment problem, not this limiter's.".into());
     }
-    lines.push("A failure looks like:".into());
-    lines.extend(
-        found
-            .shrunk
-            .evidence
-            .iter()
-            .map(|e| format!("  {}", e.lines().next().unwrap_or_default())),
-    );
+    // Only what the seed and the confirmed verdicts decide: the request numbers and
+    // values of a failure depend on the server's timing, so they are in the report beside
+    // this file, not here (exploring again with the seed rewrites this file unchanged).
     lines.push(format!(
-        "Reproduce: limiter-harness run {} --limiter {} --backend process",
-        crate::shell::quote(&path.display().to_string()),
-        crate::shell::quote(limiter)
+        "What a failure looks like, from one confirming run: {}",
+        report_path(path).display()
     ));
+    lines.push(format!("Reproduce: {}", reproduce_line(path, limiter)));
     lines.push(format!(
         "Search again: limiter-harness explore --limiter {} --seed {seed}",
         crate::shell::quote(limiter)
     ));
     lines.push(String::new());
     lines
+}
+
+/// The report directory beside a found scenario: `<name>.report/report.md`.
+fn report_path(scenario: &Path) -> PathBuf {
+    scenario.with_extension("report").join("report.md")
+}
+
+/// The command that runs a found scenario again.
+pub fn reproduce_line(scenario: &Path, limiter: &str) -> String {
+    format!(
+        "limiter-harness run {} --limiter {} --backend process",
+        crate::shell::quote(&scenario.display().to_string()),
+        crate::shell::quote(limiter)
+    )
 }
 
 /// Write the scenario (and its report directory, `<name>.report/`) under `dir`.
@@ -94,6 +103,13 @@ pub fn write(dir: &Path, limiter: &str, found: &Found, seed: u64, confirm: usize
             let to = dir.join(format!("{name}.report"));
             let _ = std::fs::remove_dir_all(&to);
             copy_dir(from, &to).map_err(|e| SetupError::io("cannot copy the report to", &to, e))?;
+            let retitled = Retitle {
+                name: &name,
+                text: &text,
+                file: &shown,
+                reproduce: reproduce_line(&shown, limiter),
+            };
+            retitle(&to, &retitled)?;
             Some(to.join("report.md"))
         }
         None => None,
@@ -103,6 +119,47 @@ pub fn write(dir: &Path, limiter: &str, found: &Found, seed: u64, confirm: usize
         report,
         name,
     })
+}
+
+/// What the copied report is about: the found scenario, not the trial's candidate.
+struct Retitle<'a> {
+    name: &'a str,
+    text: &'a str,
+    file: &'a Path,
+    reproduce: String,
+}
+
+/// Make the copied trial report the found scenario's: the history's first line names the
+/// trial's candidate (`explore-candidate`, no reproduce line); it gets the found file's name,
+/// text and reproduce command, and the report is judged again from that history
+/// (`limiter-harness check`), so report.md, report.json and timeline.svg say the same.
+/// The candidate is the same; only its name and comments differ.
+fn retitle(dir: &Path, to: &Retitle) -> Result<(), SetupError> {
+    use crate::history::Event;
+    let history = dir.join("history.jsonl");
+    let mut events = crate::history::read_history(&history)?;
+    if let Some(Event::Run {
+        scenario,
+        reproduce,
+        scenario_file,
+        scenario_text,
+        ..
+    }) = events.first_mut()
+    {
+        *scenario = to.name.to_owned();
+        *reproduce = to.reproduce.clone();
+        *scenario_file = to.file.display().to_string();
+        *scenario_text = to.text.to_owned();
+    }
+    let mut lines = String::new();
+    for event in &events {
+        let line = serde_json::to_string(event).expect("a history event serializes");
+        lines.push_str(&line);
+        lines.push('\n');
+    }
+    std::fs::write(&history, lines).map_err(|e| SetupError::io("cannot write", &history, e))?;
+    crate::runner::recheck(dir)?;
+    Ok(())
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {

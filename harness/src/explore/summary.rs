@@ -1,6 +1,8 @@
 //! The summary printed at the end of `explore`: what was searched, what was found and how
-//! it was shrunk, or how much was explored clean. Everything but the last line (`time:`)
-//! is decided by the seed and the verdicts.
+//! it was shrunk, or how much was explored clean. The seed and the confirmed verdicts decide
+//! every line but three kinds, which say what this run's timing showed: `unknown:` (which
+//! clean candidates could not observe everything), `evidence:` (the request numbers and
+//! values of one confirming run) and `time:`.
 
 use super::found::Written;
 use super::render;
@@ -14,13 +16,18 @@ pub fn summary(limiter: &str, config: &SearchConfig, out: &Exploration, written:
         vocabulary(config)
     )];
     lines.push(format!(
-        "explored:  {} candidates ({} requests planned), {} flaky, {} unknown, {} could not run",
+        "explored:  {} candidates ({} requests planned), {} flaky, {} could not run",
         out.candidates_run,
         out.requests_planned,
         out.flaky.len(),
-        out.unknown,
         out.errors.len()
     ));
+    if out.unknown > 0 {
+        lines.push(format!(
+            "unknown:   {} candidate(s) broke nothing but could not observe everything on this run (a fault that never struck, too few samples)",
+            out.unknown
+        ));
+    }
     for flaky in &out.flaky {
         lines.push(format!(
             "flaky:     {flaky} broke once but not {k} of {k} times: not reported",
@@ -44,9 +51,8 @@ pub fn summary(limiter: &str, config: &SearchConfig, out: &Exploration, written:
             lines.push(format!("report:    {}", crate::shell::relative(report).display()));
         }
         lines.push(format!(
-            "reproduce: limiter-harness run {} --limiter {} --backend process",
-            crate::shell::quote(&crate::shell::relative(&w.scenario).display().to_string()),
-            crate::shell::quote(limiter)
+            "reproduce: {}",
+            super::found::reproduce_line(&crate::shell::relative(&w.scenario), limiter)
         ));
     }
     let time = match &out.found {

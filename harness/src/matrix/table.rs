@@ -159,10 +159,10 @@ fn findings(out: &mut String, cells: &[Cell]) {
             Ok(r) => r.verdict.name().to_owned(),
             Err(e) => format!("error: {}", e.lines().next().unwrap_or_default()),
         };
-        let why = cell
-            .note
-            .clone()
-            .or_else(|| version_note(cell))
+        // On an older server, the limiter's failing commands are the reason, whatever the
+        // scenario's note (written for a server that has them) says.
+        let why = version_note(cell)
+            .or_else(|| cell.note.clone())
             .unwrap_or_else(|| "not explained yet: read the cell's report".into());
         let on = cell.server.as_ref().map(|s| format!("{s}: ")).unwrap_or_default();
         let _ = writeln!(
