@@ -48,6 +48,14 @@ fn a_seeded_exploration_is_deterministic_and_its_finding_reproduces() {
     let normalize = |text: &str, dir: &Path| text.replace(&dir.display().to_string(), "OUT");
     assert_eq!(normalize(&first.1, a.path()), normalize(&second.1, b.path()));
     assert_eq!(normalize(&first.2, a.path()), normalize(&second.2, b.path()));
+    // The file says how to run the same search again: every flag that decided it.
+    assert!(
+        first.2.contains(
+            "# Search again: limiter-harness explore --limiter exists-then-incr --seed 1 --budget 5s --faults expire-between-round-trips --confirm 2 --shrink-steps 6\n"
+        ),
+        "{}",
+        first.2
+    );
     // The report beside the found file is about that file, not the trial's candidate.
     let report = std::fs::read_to_string(a.path().join("exists-then-incr-ttl-present-1.report/report.md")).unwrap();
     assert!(report.contains("exists-then-incr-ttl-present-1"), "{report}");

@@ -53,6 +53,44 @@ fn search_config(args: &ExploreArgs, seed: u64) -> Result<SearchConfig, SetupErr
     })
 }
 
+/// The command line that runs the same search again: the seed and every flag that decides
+/// which candidates are drawn and kept (the defaults left out).
+fn search_again(args: &ExploreArgs, seed: u64) -> String {
+    let mut line = format!(
+        "limiter-harness explore --limiter {} --seed {seed}",
+        crate::shell::quote(&args.limiter)
+    );
+    let parsed = <super::args::Cli as clap::Parser>::parse_from(["limiter-harness", "explore", "--limiter", "x"]);
+    let super::args::Command::Explore(defaults) = parsed.command else {
+        unreachable!("`explore` parses as explore")
+    };
+    if args.budget != defaults.budget {
+        line.push_str(&format!(" --budget {}s", args.budget.as_secs()));
+    }
+    if !args.faults.is_empty() {
+        line.push_str(&format!(" --faults {}", crate::shell::quote(&args.faults.join(","))));
+    }
+    for (on, flag) in [(args.eviction, "--eviction"), (args.state_loss, "--state-loss")] {
+        if on {
+            line.push(' ');
+            line.push_str(flag);
+        }
+    }
+    if args.jobs != defaults.jobs {
+        line.push_str(&format!(" --jobs {}", args.jobs));
+    }
+    if args.confirm != defaults.confirm {
+        line.push_str(&format!(" --confirm {}", args.confirm));
+    }
+    if args.shrink_steps != defaults.shrink_steps {
+        line.push_str(&format!(" --shrink-steps {}", args.shrink_steps));
+    }
+    if args.shrink_budget != defaults.shrink_budget {
+        line.push_str(&format!(" --shrink-budget {}s", args.shrink_budget.as_secs()));
+    }
+    line
+}
+
 pub async fn explore(args: ExploreArgs) -> Result<ExitCode, SetupError> {
     let seed = args.seed.unwrap_or_else(|| rand::rng().random());
     let config = search_config(&args, seed)?;
@@ -100,6 +138,7 @@ pub async fn explore(args: ExploreArgs) -> Result<ExitCode, SetupError> {
             found,
             seed,
             config.shrink.confirm,
+            &search_again(&args, seed),
         )?),
         None => None,
     };

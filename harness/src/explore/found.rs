@@ -31,7 +31,9 @@ pub fn found_name(limiter: &str, found: &Found, seed: u64) -> String {
 }
 
 /// The header comments: what it found, how, and how to reproduce it.
-pub fn header(limiter: &str, found: &Found, seed: u64, path: &Path, confirm: usize) -> Vec<String> {
+/// `search_again` is the `explore` command line that runs the same search (seed, fault
+/// vocabulary, batch size, confirmations).
+pub fn header(limiter: &str, found: &Found, seed: u64, path: &Path, confirm: usize, search_again: &str) -> Vec<String> {
     let minimal = &found.shrunk.minimal;
     let mut lines = vec![
         format!(
@@ -66,10 +68,7 @@ pub fn header(limiter: &str, found: &Found, seed: u64, path: &Path, confirm: usi
         report_path(path).display()
     ));
     lines.push(format!("Reproduce: {}", reproduce_line(path, limiter)));
-    lines.push(format!(
-        "Search again: limiter-harness explore --limiter {} --seed {seed}",
-        crate::shell::quote(limiter)
-    ));
+    lines.push(format!("Search again: {search_again}"));
     lines.push(String::new());
     lines
 }
@@ -89,13 +88,20 @@ pub fn reproduce_line(scenario: &Path, limiter: &str) -> String {
 }
 
 /// Write the scenario (and its report directory, `<name>.report/`) under `dir`.
-pub fn write(dir: &Path, limiter: &str, found: &Found, seed: u64, confirm: usize) -> Result<Written, SetupError> {
+pub fn write(
+    dir: &Path,
+    limiter: &str,
+    found: &Found,
+    seed: u64,
+    confirm: usize,
+    search_again: &str,
+) -> Result<Written, SetupError> {
     std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create", dir, e))?;
     let name = found_name(limiter, found, seed);
     let path = dir.join(format!("{name}.toml"));
     let shown = crate::shell::relative(&path);
     let about = format!("Found by explore: `{limiter}` breaks {}.", found.target);
-    let header = header(limiter, found, seed, &shown, confirm);
+    let header = header(limiter, found, seed, &shown, confirm, search_again);
     let text = render::to_toml(&found.shrunk.minimal, &name, &about, seed, &header);
     std::fs::write(&path, &text).map_err(|e| SetupError::io("cannot write", &path, e))?;
     let report = match &found.shrunk.report_dir {
