@@ -259,6 +259,26 @@ fn ci_without_a_suite_or_with_a_bad_one_says_what_to_do() {
     assert!(text_of(&out).contains("--force"), "{}", text_of(&out));
 }
 
+/// Rewrite a saved history so that its final audit saw the key with no TTL. (The sampler
+/// may still take a sample or two after the final audit, while the run waits for trailing
+/// notifications: the final audit is the line that says so, not the last sample.)
+fn forge_an_immortal_key(run_dir: &std::path::Path) {
+    let history = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
+    let forged: Vec<String> = history
+        .lines()
+        .map(|line| {
+            if line.starts_with("{\"type\":\"sample\"") && line.contains("\"final_audit\":true") {
+                assert!(line.contains("\"pttl_ms\":"), "the final audit saw the key: {line}");
+                line.replacen("\"pttl_ms\":", "\"pttl_ms\":-1,\"was\":", 1)
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    assert_ne!(forged.join("\n") + "\n", history, "a final audit in the history");
+    std::fs::write(run_dir.join("history.jsonl"), forged.join("\n") + "\n").unwrap();
+}
+
 /// `check RUN_DIR` judges a saved history again: the same report, byte for byte; and a
 /// history changed by hand (a key's TTL gone) changes the verdict.
 #[test]
@@ -302,22 +322,7 @@ fn check_rejudges_a_saved_run_from_its_history_alone() {
     );
 
     // The final audit now says the key has no TTL: an immortal key.
-    // (The sampler may still take a sample or two after it, while the run waits for
-    // trailing notifications: the final audit is the line that says so, not the last sample.)
-    let history = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
-    let forged: Vec<String> = history
-        .lines()
-        .map(|line| {
-            if line.starts_with("{\"type\":\"sample\"") && line.contains("\"final_audit\":true") {
-                assert!(line.contains("\"pttl_ms\":"), "the final audit saw the key: {line}");
-                line.replacen("\"pttl_ms\":", "\"pttl_ms\":-1,\"was\":", 1)
-            } else {
-                line.to_owned()
-            }
-        })
-        .collect();
-    assert_ne!(forged.join("\n") + "\n", history, "a final audit in the history");
-    std::fs::write(run_dir.join("history.jsonl"), forged.join("\n") + "\n").unwrap();
+    forge_an_immortal_key(&run_dir);
     let out = harness_in(dir.path(), &["check", run_dir.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", text_of(&out));
     assert!(

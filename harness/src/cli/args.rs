@@ -167,7 +167,7 @@ pub struct ExploreArgs {
     /// The limiter under test: a built-in name, `lua:PATH` or `exec:COMMAND`.
     #[arg(long, short)]
     pub limiter: String,
-    /// How long to search (new candidates start until then; shrinking comes on top): `60s`, `2m`, `90`.
+    /// How long to search (new candidates start until then; shrinking each finding comes on top): `60s`, `2m`, `90`.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub budget: std::time::Duration,
     /// The seed that decides every candidate [default: a random one, printed].
@@ -188,16 +188,20 @@ pub struct ExploreArgs {
     /// Candidates running at once, each on a fresh server.
     #[arg(long, short, default_value_t = 4)]
     pub jobs: usize,
+    /// Stop searching once this many invariants are found broken (each is shrunk and
+    /// written) [default: 0, search the whole budget for every invariant it can break].
+    #[arg(long, default_value_t = 0)]
+    pub stop_after: usize,
     /// Runs a finding (and every shrink step) must fail the same way in, all of them.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
     pub confirm: u64,
     /// At most this many shrink proposals.
     #[arg(long, default_value_t = 150)]
     pub shrink_steps: usize,
-    /// At most this long shrinking.
+    /// At most this long shrinking each finding.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub shrink_budget: std::time::Duration,
-    /// Where the found scenario and its report go.
+    /// Where the found scenarios and their reports go.
     #[arg(long, default_value = "scenarios/found")]
     pub out: PathBuf,
     #[command(flatten)]

@@ -49,6 +49,7 @@ fn search_config(args: &ExploreArgs, seed: u64) -> Result<SearchConfig, SetupErr
             steps_max: args.shrink_steps,
             time_max: args.shrink_budget,
         },
+        findings_max: args.stop_after,
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
     })
 }
@@ -75,6 +76,9 @@ fn search_again(args: &ExploreArgs, seed: u64) -> String {
             line.push(' ');
             line.push_str(flag);
         }
+    }
+    if args.stop_after != defaults.stop_after {
+        line.push_str(&format!(" --stop-after {}", args.stop_after));
     }
     if args.jobs != defaults.jobs {
         line.push_str(&format!(" --jobs {}", args.jobs));
@@ -131,21 +135,16 @@ pub async fn explore(args: ExploreArgs) -> Result<ExitCode, SetupError> {
             out.errors[0].lines().next().unwrap_or_default()
         )));
     }
-    let written = match &out.found {
-        Some(found) => Some(explore::write(
-            &args.out,
-            &args.limiter,
-            found,
-            seed,
-            config.shrink.confirm,
-            &search_again(&args, seed),
-        )?),
-        None => None,
-    };
-    for line in explore::summary(&args.limiter, &config, &out, written.as_ref()) {
+    let again = search_again(&args, seed);
+    let written = out
+        .found
+        .iter()
+        .map(|found| explore::write(&args.out, &args.limiter, found, seed, config.shrink.confirm, &again))
+        .collect::<Result<Vec<_>, _>>()?;
+    for line in explore::summary(&args.limiter, &config, &out, &written) {
         say(&line);
     }
-    Ok(if out.found.is_some() {
+    Ok(if !out.found.is_empty() {
         ExitCode::Invalid
     } else if out.interrupted {
         ExitCode::Unknown

@@ -1,5 +1,7 @@
 //! The budgeted search: candidates drawn from one seeded proptest runner, run a batch at a
-//! time; the first that breaks an invariant is confirmed `confirm` times, then shrunk.
+//! time. A candidate that breaks an invariant no earlier finding broke is confirmed
+//! `confirm` times and set aside; the search goes on for other invariants until the budget
+//! (or `findings_max`), then each finding is shrunk.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +24,9 @@ pub struct SearchConfig {
     pub jobs: usize,
     pub vocabulary: Vocabulary,
     pub shrink: ShrinkLimits,
+    /// Stop searching once this many distinct invariants are found broken (0: search the
+    /// whole budget).
+    pub findings_max: usize,
     pub show_progress: bool,
 }
 
@@ -36,7 +41,8 @@ pub struct Exploration {
     pub unknown: u64,
     /// Candidates that could not run, with why.
     pub errors: Vec<String>,
-    pub found: Option<Found>,
+    /// One confirmed, shrunk failure per broken invariant, in the order they were found.
+    pub found: Vec<Found>,
     pub interrupted: bool,
     pub elapsed: Duration,
 }
@@ -63,25 +69,38 @@ pub fn seeded_runner(seed: u64) -> TestRunner {
     TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
 }
 
-/// Search until the budget runs out, something is found, or `cancel`.
+/// A confirmed failure waiting to be shrunk: its value tree, where the search left it.
+struct Pending<T> {
+    candidate: u64,
+    original: Candidate,
+    tree: T,
+    target: Finding,
+    findings: Vec<Finding>,
+    seen_after: Duration,
+    confirming: TrialResult,
+}
+
+impl SearchConfig {
+    fn enough(&self, found: usize) -> bool {
+        self.findings_max > 0 && found >= self.findings_max
+    }
+}
+
+/// Search until the budget runs out, `findings_max` invariants are found broken, or
+/// `cancel`; then shrink each finding.
 pub async fn search(config: &SearchConfig, trials: &dyn Trials, cancel: &CancellationToken) -> Exploration {
     let started = Instant::now();
     let mut runner = seeded_runner(config.seed);
     let strategy = candidates(&config.vocabulary);
     let bar = progress(config.show_progress);
     let mut out = Exploration::default();
-    while started.elapsed() < config.budget && out.found.is_none() {
+    let mut pending = Vec::new();
+    while started.elapsed() < config.budget && !config.enough(pending.len()) {
         if cancel.is_cancelled() {
             out.interrupted = true;
             break;
         }
-        let mut trees: Vec<_> = (0..config.jobs.max(1))
-            .map(|_| {
-                strategy
-                    .new_tree(&mut runner)
-                    .expect("the candidate strategy rejects nothing")
-            })
-            .collect();
+        let trees = draw(&strategy, &mut runner, config.jobs.max(1));
         let batch: Vec<Candidate> = trees.iter().map(|t| t.current()).collect();
         let results = trials.run(&batch).await;
         let first = out.candidates_run;
@@ -90,48 +109,102 @@ pub async fn search(config: &SearchConfig, trials: &dyn Trials, cancel: &Cancell
         if first == 0 && results.iter().all(|r| r.error.is_some()) {
             break;
         }
-        let Some(i) = results.iter().position(|r| r.primary().is_some()) else {
-            continue;
-        };
-        let target = results[i].primary().expect("found above").clone();
-        let index = first + i as u64 + 1;
-        let k = config.shrink.confirm;
-        note(
-            &bar,
-            &format!("candidate {index} broke {target}: running it {k} more times"),
-        );
-        let Some(confirming) = confirmed(trials, &batch[i], &target, k).await else {
+        let mut trees: Vec<_> = trees.into_iter().map(Some).collect();
+        for (i, result) in results.iter().enumerate() {
+            if config.enough(pending.len()) || cancel.is_cancelled() {
+                break;
+            }
+            let Some(target) = next_target(result, &pending) else {
+                continue;
+            };
+            let index = first + i as u64 + 1;
+            let k = config.shrink.confirm;
             note(
                 &bar,
-                &format!("candidate {index}: not {k} of {k}, a flaky finding; searching on"),
+                &format!("candidate {index} broke {target}: running it {k} more times"),
             );
-            out.flaky.push(target);
-            continue;
-        };
-        note(&bar, &format!("candidate {index}: {k} of {k}; shrinking"));
-        let seen_after = started.elapsed();
-        let on_step = |tried: usize, kept: usize| {
-            bar.set_message(format!("shrinking {target}: {tried} steps tried, {kept} kept"));
-        };
-        let on_step = &on_step;
-        let mut shrunk = shrink(&mut trees[i], &target, config.shrink, trials, on_step, cancel).await;
-        if shrunk.report_dir.is_none() {
-            shrunk.report_dir = confirming.report_dir;
-            shrunk.evidence = confirming.evidence;
+            let Some(confirming) = confirmed(trials, &batch[i], &target, k).await else {
+                note(
+                    &bar,
+                    &format!("candidate {index}: not {k} of {k}, a flaky finding; searching on"),
+                );
+                out.flaky.push(target);
+                continue;
+            };
+            let seen_after = started.elapsed();
+            note(
+                &bar,
+                &format!("candidate {index}: {k} of {k}; set aside to shrink when the search ends"),
+            );
+            pending.push(Pending {
+                candidate: index,
+                original: batch[i].clone(),
+                tree: trees[i].take().expect("each tree is taken once"),
+                target,
+                findings: result.findings.clone(),
+                seen_after,
+                confirming,
+            });
         }
-        out.interrupted = cancel.is_cancelled();
-        out.found = Some(Found {
-            candidate: index,
-            original: batch[i].clone(),
-            findings: results[i].findings.clone(),
-            target,
-            shrunk,
-            seen_after,
-        });
     }
+    out.interrupted |= cancel.is_cancelled();
+    out.found = shrink_each(pending, config, trials, &bar, cancel).await;
+    out.interrupted |= cancel.is_cancelled();
     bar.finish_and_clear();
     out.elapsed = started.elapsed();
     out
+}
+
+/// The next `n` candidates' value trees.
+fn draw<S: Strategy>(strategy: &S, runner: &mut TestRunner, n: usize) -> Vec<S::Tree> {
+    (0..n)
+        .map(|_| {
+            strategy
+                .new_tree(runner)
+                .expect("the candidate strategy rejects nothing")
+        })
+        .collect()
+}
+
+/// The first invariant `result` broke that no earlier finding broke.
+fn next_target<T>(result: &TrialResult, pending: &[Pending<T>]) -> Option<Finding> {
+    result
+        .findings
+        .iter()
+        .find(|f| !pending.iter().any(|p| p.target.invariant == f.invariant))
+        .cloned()
+}
+
+/// Shrink every confirmed finding, in the order they were found.
+async fn shrink_each<T: ValueTree<Value = Candidate>>(
+    pending: Vec<Pending<T>>,
+    config: &SearchConfig,
+    trials: &dyn Trials,
+    bar: &ProgressBar,
+    cancel: &CancellationToken,
+) -> Vec<Found> {
+    let mut found = Vec::new();
+    for mut p in pending {
+        note(bar, &format!("shrinking {} (candidate {})", p.target, p.candidate));
+        let target = p.target.clone();
+        let on_step = |tried: usize, kept: usize| {
+            bar.set_message(format!("shrinking {target}: {tried} steps tried, {kept} kept"));
+        };
+        let mut shrunk = shrink(&mut p.tree, &p.target, config.shrink, trials, &on_step, cancel).await;
+        if shrunk.report_dir.is_none() {
+            shrunk.report_dir = p.confirming.report_dir;
+            shrunk.evidence = p.confirming.evidence;
+        }
+        found.push(Found {
+            candidate: p.candidate,
+            original: p.original,
+            findings: p.findings,
+            target: p.target,
+            shrunk,
+            seen_after: p.seen_after,
+        });
+    }
+    found
 }
 
 fn tally(out: &mut Exploration, batch: &[Candidate], results: &[TrialResult]) {

@@ -9,7 +9,7 @@ use super::render;
 use super::search::{Exploration, SearchConfig};
 use crate::scenario::FaultKind;
 
-pub fn summary(limiter: &str, config: &SearchConfig, out: &Exploration, written: Option<&Written>) -> Vec<String> {
+pub fn summary(limiter: &str, config: &SearchConfig, out: &Exploration, written: &[Written]) -> Vec<String> {
     let mut lines = vec![format!(
         "explore:   limiter {limiter}, seed {}, {}",
         config.seed,
@@ -37,31 +37,42 @@ pub fn summary(limiter: &str, config: &SearchConfig, out: &Exploration, written:
     if let Some(e) = out.errors.first() {
         lines.push(format!("error:     {}", e.lines().next().unwrap_or_default()));
     }
-    match &out.found {
-        None if out.interrupted => lines.push("found:     nothing before the interruption".into()),
-        None => lines.push(format!(
-            "found:     nothing: every candidate held every invariant within the {} s budget",
-            config.budget.as_secs()
-        )),
-        Some(found) => lines.extend(found_lines(found, config.shrink.confirm)),
+    if out.found.is_empty() {
+        lines.push(if out.interrupted {
+            "found:     nothing before the interruption".into()
+        } else {
+            format!(
+                "found:     nothing: every candidate held every invariant within the {} s budget",
+                config.budget.as_secs()
+            )
+        });
     }
-    if let Some(w) = written {
-        lines.push(format!("scenario:  {}", crate::shell::relative(&w.scenario).display()));
-        if let Some(report) = &w.report {
-            lines.push(format!("report:    {}", crate::shell::relative(report).display()));
+    for (i, found) in out.found.iter().enumerate() {
+        lines.extend(found_lines(found, config.shrink.confirm));
+        if let Some(w) = written.get(i) {
+            lines.push(format!("scenario:  {}", crate::shell::relative(&w.scenario).display()));
+            if let Some(report) = &w.report {
+                lines.push(format!("report:    {}", crate::shell::relative(report).display()));
+            }
+            lines.push(format!(
+                "reproduce: {}",
+                super::found::reproduce_line(&crate::shell::relative(&w.scenario), limiter)
+            ));
         }
-        lines.push(format!(
-            "reproduce: {}",
-            super::found::reproduce_line(&crate::shell::relative(&w.scenario), limiter)
-        ));
     }
-    let time = match &out.found {
-        Some(f) => format!(
-            "found after {:.1} s; {:.1} s in all",
-            f.seen_after.as_secs_f64(),
+    let time = if out.found.is_empty() {
+        format!("{:.1} s", out.elapsed.as_secs_f64())
+    } else {
+        let seen: Vec<String> = out
+            .found
+            .iter()
+            .map(|f| format!("{:.1} s", f.seen_after.as_secs_f64()))
+            .collect();
+        format!(
+            "found after {}; {:.1} s in all",
+            seen.join(", "),
             out.elapsed.as_secs_f64()
-        ),
-        None => format!("{:.1} s", out.elapsed.as_secs_f64()),
+        )
     };
     lines.push(format!("time:      {time}"));
     lines

@@ -196,6 +196,7 @@ async fn a_seeded_search_on_fake_trials_is_deterministic() {
         jobs: 4,
         vocabulary: Vocabulary::default(),
         shrink: limits(),
+        findings_max: 1,
         show_progress: false,
     };
     let run = || async {
@@ -204,7 +205,7 @@ async fn a_seeded_search_on_fake_trials_is_deterministic() {
             calls: Mutex::new(0),
         };
         let out = search(&config, &fake, &CancellationToken::new()).await;
-        let found = out.found.expect("the fake bug is found");
+        let found = out.found.into_iter().next().expect("the fake bug is found");
         (
             out.candidates_run,
             found.candidate,
@@ -213,4 +214,66 @@ async fn a_seeded_search_on_fake_trials_is_deterministic() {
         )
     };
     assert_eq!(run().await, run().await);
+}
+
+/// Two bugs: an immortal key (an expire fault and at least 5 requests, as [`Fake`]) and a
+/// double count whenever a reply is dropped.
+struct TwoBugs;
+
+fn double_count() -> Finding {
+    Finding {
+        invariant: Invariant::NoDoubleCount,
+        anomaly: "double-count".into(),
+    }
+}
+
+#[async_trait::async_trait]
+impl Trials for TwoBugs {
+    async fn run(&self, batch: &[Candidate]) -> Vec<TrialResult> {
+        batch
+            .iter()
+            .map(|c| {
+                let mut findings = Vec::new();
+                if c.faults.iter().any(|f| matches!(f, FaultSpec::ExpireBetween(_))) && requests(c) >= 5 {
+                    findings.push(immortal());
+                }
+                if c.faults.iter().any(|f| f.kind() == FaultKind::DropReply) {
+                    findings.push(double_count());
+                }
+                findings.sort();
+                TrialResult {
+                    findings,
+                    ..TrialResult::default()
+                }
+            })
+            .collect()
+    }
+}
+
+/// The search goes on after its first finding, for invariants nothing broke yet: each is
+/// confirmed, shrunk and reported once; `findings_max` stops it early.
+#[tokio::test]
+async fn the_search_goes_on_for_other_invariants_and_reports_each_once() {
+    let config = |findings_max| SearchConfig {
+        seed: 11,
+        budget: Duration::from_secs(30),
+        jobs: 4,
+        vocabulary: Vocabulary {
+            kinds: vec![FaultKind::ExpireBetweenRoundTrips, FaultKind::DropReply],
+            ..Vocabulary::default()
+        },
+        shrink: limits(),
+        findings_max,
+        show_progress: false,
+    };
+    let out = search(&config(2), &TwoBugs, &CancellationToken::new()).await;
+    let mut targets: Vec<Invariant> = out.found.iter().map(|f| f.target.invariant).collect();
+    targets.sort();
+    assert_eq!(targets, vec![Invariant::TtlPresent, Invariant::NoDoubleCount]);
+    for found in &out.found {
+        assert_eq!(found.shrunk.minimal.faults.len(), 1, "{:?}", found.shrunk.minimal);
+    }
+    let first = search(&config(1), &TwoBugs, &CancellationToken::new()).await;
+    assert_eq!(first.found.len(), 1);
+    assert_eq!(first.found[0].target, out.found[0].target, "the same first finding");
 }
