@@ -157,13 +157,8 @@ fn retitle(dir: &Path, to: &Retitle) -> Result<(), SetupError> {
         *scenario_file = to.file.display().to_string();
         *scenario_text = to.text.to_owned();
     }
-    let mut lines = String::new();
-    for event in &events {
-        let line = serde_json::to_string(event).expect("a history event serializes");
-        lines.push_str(&line);
-        lines.push('\n');
-    }
-    std::fs::write(&history, lines).map_err(|e| SetupError::io("cannot write", &history, e))?;
+    std::fs::write(&history, "").map_err(|e| SetupError::io("cannot write", &history, e))?;
+    crate::history::append_history(&history, &events).map_err(SetupError::Usage)?;
     crate::runner::recheck(dir)?;
     Ok(())
 }
