@@ -35,8 +35,8 @@ fn explore(out: &Path) -> (i32, String, String) {
     let stdout = String::from_utf8_lossy(&result.stdout);
     // The seed and the confirmed verdicts decide every line but those that say what this
     // run's timing showed (which request a race hit, which clean candidates could not
-    // observe everything, the wall clock).
-    let timing = ["time:", "evidence:", "unknown:"];
+    // observe everything, which findings did not come back every time, the wall clock).
+    let timing = ["time:", "evidence:", "unknown:", "flaky:"];
     let summary: Vec<&str> = stdout
         .lines()
         .filter(|l| !timing.iter().any(|t| l.starts_with(t)))

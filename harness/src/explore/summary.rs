@@ -1,8 +1,9 @@
 //! The summary printed at the end of `explore`: what was searched, what was found and how
 //! it was shrunk, or how much was explored clean. The seed and the confirmed verdicts decide
-//! every line but three kinds, which say what this run's timing showed: `unknown:` (which
-//! clean candidates could not observe everything), `evidence:` (the request numbers and
-//! values of one confirming run) and `time:`.
+//! every line but four kinds, which say what this run's timing showed: `unknown:` (which
+//! clean candidates could not observe everything), `flaky:` (findings that did not come back
+//! in every confirming run), `evidence:` (the request numbers and values of one confirming
+//! run) and `time:`.
 
 use super::found::Written;
 use super::render;
@@ -16,10 +17,9 @@ pub fn summary(limiter: &str, config: &SearchConfig, out: &Exploration, written:
         vocabulary(config)
     )];
     lines.push(format!(
-        "explored:  {} candidates ({} requests planned), {} flaky, {} could not run",
+        "explored:  {} candidates ({} requests planned), {} could not run",
         out.candidates_run,
         out.requests_planned,
-        out.flaky.len(),
         out.errors.len()
     ));
     if out.unknown > 0 {
