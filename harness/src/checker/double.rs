@@ -5,11 +5,15 @@
 //! requests A then B of one key that did not overlap anything else on it: B's count can
 //! exceed A's by at most one for B plus one for each request between them with no definite
 //! answer (an error or a lost reply may or may not have counted). More is a double count.
-//! Only fixed-window limiters reporting counts are judged that way.
+//! Only fixed-window limiters reporting counts are judged that way. A request of the same
+//! identity whose keys were never learned (through the proxy, with two of an identity's
+//! requests in flight, both requests' round trips go to the older) counts as on the key: it
+//! may have counted there.
 //!
 //! Through the fault proxy there is direct evidence too, for every algorithm: after a
 //! `drop-reply` fault let a request's write execute and dropped its reply, the same request
-//! sending the same write again is a retry the server counts a second time.
+//! sending the same write again is a retry the server counts a second time — unless another
+//! request of the identity was in flight then, whose write it may have been.
 
 use super::unseen::keys_unseen;
 use super::{Anomaly, CheckInput, CheckResult, Verdict};
@@ -44,7 +48,7 @@ pub fn no_double_count(input: &CheckInput<'_>) -> CheckResult {
     let mut pairs = 0usize;
     let counts = input.algorithm.counts_only_grow();
     for key in h.by_key.keys().filter(|_| counts) {
-        let requests: Vec<&Request> = h.requests_on(key).collect();
+        let requests: Vec<&Request> = h.requests_maybe_on(key);
         let mut last: Option<(usize, i64)> = None;
         let mut ends_before = 0u64;
         for (i, r) in requests.iter().enumerate() {
@@ -145,7 +149,7 @@ fn retried_writes(input: &CheckInput<'_>) -> (Vec<Anomaly>, usize) {
         let Some(dropped) = trips.iter().rev().find(|w| w.t_us <= fault.t_us) else {
             continue;
         };
-        judged += 1;
+        let identity = h.requests.iter().find(|r| r.id == id).map(|r| r.identity);
         let writes: Vec<String> = dropped
             .commands
             .iter()
@@ -156,6 +160,14 @@ fn retried_writes(input: &CheckInput<'_>) -> (Vec<Anomaly>, usize) {
             .iter()
             .filter(|w| w.t_us > fault.t_us)
             .find(|w| w.commands.iter().any(|c| writes.contains(&command_name(c))));
+        // With another request of the identity in flight, the write seen again may be that
+        // one's (the proxy puts a round trip down to the oldest): not a retry to judge.
+        if let (Some(again), Some(identity)) = (again, identity)
+            && h.another_in_flight(identity, id, again.t_us)
+        {
+            continue;
+        }
+        judged += 1;
         if let Some(again) = again {
             anomalies.push(Anomaly {
                 kind: "retried-after-lost-reply".into(),

@@ -15,8 +15,10 @@ mod trial;
 pub use found::{Written, found_name, write};
 pub use render::{INVARIANTS, requests, to_scenario, to_toml};
 pub use search::{Exploration, Found, SearchConfig, search, seeded_runner};
-pub use shrink::{ShrinkLimits, Shrunk, shrink};
-pub use strategy::{COMMANDS, Candidate, FaultSpec, POLICIES, PhaseSpec, Target, Vocabulary, candidates};
+pub use shrink::{ShrinkLimits, Shrunk, reductions, shrink};
+pub use strategy::{
+    COMMANDS, Candidate, FaultSpec, POLICIES, PhaseSpec, Target, Vocabulary, WORST_CASE_MS_MAX, candidates, strata,
+};
 pub use summary::summary;
 pub use trial::{Finding, ServerTrials, TrialResult, Trials};
 

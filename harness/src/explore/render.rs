@@ -132,7 +132,7 @@ fn target_toml(out: &mut String, candidate: &Candidate, target: &Target, command
     if let Some(identity) = target.identity {
         let _ = writeln!(out, "identity = {}", identity % candidate.identities);
     }
-    let _ = writeln!(out, "request = {}", target.request);
+    let _ = writeln!(out, "request = {}", strikable_request(candidate, target.request));
     let commands = COMMANDS[target.command];
     if !commands.is_empty() {
         let list: Vec<String> = commands.iter().map(|c| quoted(c)).collect();
@@ -143,6 +143,13 @@ fn target_toml(out: &mut String, candidate: &Candidate, target: &Target, command
     } else {
         out.push_str("times = 0\n");
     }
+}
+
+/// `request` taken modulo the requests one identity plans (at least one), so that a rule
+/// aimed at a request strikes one: a fault that never strikes tells nothing.
+fn strikable_request(candidate: &Candidate, request: u64) -> u64 {
+    let per_identity = (requests(candidate) / u64::from(candidate.identities.max(1))).max(1);
+    1 + request.saturating_sub(1) % per_identity
 }
 
 fn fault_toml(out: &mut String, candidate: &Candidate, fault: &FaultSpec) {
@@ -256,6 +263,12 @@ pub fn to_scenario(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
     scenario.source = path.to_path_buf();
     scenario.text = text.to_owned();
     Ok(scenario)
+}
+
+/// How long the candidate's run can take at worst ([`Scenario::worst_case_ms`]).
+pub fn worst_case_ms(candidate: &Candidate) -> u64 {
+    let text = to_toml(candidate, "explore-candidate", "", 0, &[]);
+    to_scenario(&text, Path::new("candidate.toml")).map_or(u64::MAX, |s| s.worst_case_ms())
 }
 
 /// How many requests a candidate plans, over every phase.

@@ -11,7 +11,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tokio_util::sync::CancellationToken;
 
 use super::shrink::{ShrinkLimits, Shrunk, shrink};
-use super::strategy::{Candidate, Vocabulary, candidates};
+use super::strategy::{Candidate, Vocabulary, strata};
 use super::trial::{Finding, TrialResult, Trials};
 
 /// What the search may do.
@@ -91,7 +91,7 @@ impl SearchConfig {
 pub async fn search(config: &SearchConfig, trials: &dyn Trials, cancel: &CancellationToken) -> Exploration {
     let started = Instant::now();
     let mut runner = seeded_runner(config.seed);
-    let strategy = candidates(&config.vocabulary);
+    let strata = strata(&config.vocabulary);
     let bar = progress(config.show_progress);
     let mut out = Exploration::default();
     let mut pending = Vec::new();
@@ -100,7 +100,7 @@ pub async fn search(config: &SearchConfig, trials: &dyn Trials, cancel: &Cancell
             out.interrupted = true;
             break;
         }
-        let trees = draw(&strategy, &mut runner, config.jobs.max(1));
+        let trees = draw(&strata, out.candidates_run, &mut runner, config.jobs.max(1));
         let batch: Vec<Candidate> = trees.iter().map(|t| t.current()).collect();
         let results = trials.run(&batch).await;
         let first = out.candidates_run;
@@ -155,11 +155,12 @@ pub async fn search(config: &SearchConfig, trials: &dyn Trials, cancel: &Cancell
     out
 }
 
-/// The next `n` candidates' value trees.
-fn draw<S: Strategy>(strategy: &S, runner: &mut TestRunner, n: usize) -> Vec<S::Tree> {
-    (0..n)
-        .map(|_| {
-            strategy
+/// The value trees of the `n` candidates after the first `drawn`, each from the stratum
+/// whose turn it is.
+fn draw<S: Strategy>(strata: &[S], drawn: u64, runner: &mut TestRunner, n: usize) -> Vec<S::Tree> {
+    (0..n as u64)
+        .map(|i| {
+            strata[((drawn + i) % strata.len() as u64) as usize]
                 .new_tree(runner)
                 .expect("the candidate strategy rejects nothing")
         })

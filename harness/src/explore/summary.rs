@@ -98,6 +98,12 @@ fn vocabulary(config: &SearchConfig) -> String {
 fn found_lines(found: &super::search::Found, confirm: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let (o, m) = (&found.original, &found.shrunk.minimal);
+    let kinds: Vec<_> = m.faults.iter().map(|f| f.kind().name()).collect();
+    let kinds = if kinds.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", kinds.join(", "))
+    };
     lines.push(format!(
         "found:     {} in candidate {}, {k} of {k} runs",
         found.target,
@@ -105,13 +111,13 @@ fn found_lines(found: &super::search::Found, confirm: usize) -> Vec<String> {
         k = confirm
     ));
     lines.push(format!(
-        "shrunk:    {} phase(s), {} fault(s), {} requests -> {} phase(s), {} fault(s) ({}), {} requests; {} step(s) kept of {} tried ({})",
+        "shrunk:    {} phase(s), {} fault(s), {} requests -> {} phase(s), {} fault(s){}, {} requests; {} step(s) kept of {} tried ({})",
         o.phases.len(),
         render::faults(o),
         render::requests(o),
         m.phases.len(),
         render::faults(m),
-        m.faults.iter().map(|f| f.kind().name()).collect::<Vec<_>>().join(", "),
+        kinds,
         render::requests(m),
         found.shrunk.steps_kept,
         found.shrunk.steps_tried,

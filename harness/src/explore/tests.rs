@@ -65,6 +65,25 @@ fn the_vocabulary_covers_every_fault_kind() {
     }
 }
 
+/// The search takes turns: a free candidate, then one holding each fault kind in turn, so
+/// every kind is in the first 15 candidates (drawn from one seed, in the search's order).
+#[test]
+fn every_fault_kind_is_tried_within_the_first_round_of_strata() {
+    let vocabulary = Vocabulary::default();
+    let strata = strata(&vocabulary);
+    assert_eq!(strata.len(), FaultKind::ALL.len() + 1);
+    let mut runner = seeded_runner(1);
+    for _round in 0..3 {
+        for (i, stratum) in strata.iter().enumerate().skip(1) {
+            let c = stratum.new_tree(&mut runner).unwrap().current();
+            let kind = vocabulary.kinds[i - 1];
+            assert_eq!(c.faults[0].kind(), kind, "{c:?}");
+            assert!(c.faults.len() <= 2 && !c.faults.iter().any(FaultSpec::no_limiter_survives));
+            assert!(render::worst_case_ms(&c) <= WORST_CASE_MS_MAX, "{kind}: {c:?}");
+        }
+    }
+}
+
 #[test]
 fn faults_restrict_the_kinds_drawn() {
     let vocabulary = Vocabulary {
@@ -276,4 +295,46 @@ async fn the_search_goes_on_for_other_invariants_and_reports_each_once() {
     let first = search(&config(1), &TwoBugs, &CancellationToken::new()).await;
     assert_eq!(first.found.len(), 1);
     assert_eq!(first.found[0].target, out.found[0].target, "the same first finding");
+}
+
+/// A value tree that cannot simplify at all (as proptest's can stop after a few steps on a
+/// timing race): the greedy pass over [`reductions`] still ends at one phase, one fault and
+/// a handful of requests.
+#[tokio::test]
+async fn the_greedy_pass_shrinks_what_the_value_tree_could_not() {
+    let (_, original) = failing_tree(5);
+    let mut tree = Just(original.clone()).new_tree(&mut seeded_runner(1)).unwrap();
+    let fake = Fake {
+        flaky: false,
+        calls: Mutex::new(0),
+    };
+    let shrunk = shrink(
+        &mut tree,
+        &immortal(),
+        limits(),
+        &fake,
+        &|_, _| {},
+        &CancellationToken::new(),
+    )
+    .await;
+    let m = &shrunk.minimal;
+    assert_eq!(m.phases.len(), 1, "{m:?}");
+    assert_eq!(m.faults.len(), 1, "{m:?}");
+    assert!(matches!(m.faults[0], FaultSpec::ExpireBetween(_)));
+    assert!((5..=20).contains(&requests(m)), "{} requests: {m:?}", requests(m));
+    assert!(shrunk.steps_kept > 0, "{} of {original:?}", shrunk.steps_tried);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn a_reduction_is_always_a_smaller_candidate_the_search_could_draw(candidate in candidates(&everything())) {
+        for r in reductions(&candidate) {
+            prop_assert_ne!(&r, &candidate);
+            prop_assert!(r.phases.len() <= candidate.phases.len() && r.faults.len() <= candidate.faults.len());
+            prop_assert!(requests(&r) <= requests(&candidate), "{r:?}");
+            prop_assert!(render::worst_case_ms(&r) <= WORST_CASE_MS_MAX);
+        }
+    }
 }

@@ -510,6 +510,39 @@ impl HistoryIndex {
             .map(|&pos| &self.requests[pos])
     }
 
+    /// Requests on `key` and, among them in invocation order, the requests of the same
+    /// identities whose keys were never learned: sent while another request of the identity
+    /// was in flight, their round trips may have been put down to that one (the proxy takes
+    /// the oldest), so they may have worked on `key` too.
+    pub fn requests_maybe_on(&self, key: &str) -> Vec<&Request> {
+        let Some(on) = self.by_key.get(key) else {
+            return Vec::new();
+        };
+        let mut identities: Vec<u32> = on.iter().map(|&p| self.requests[p].identity).collect();
+        identities.sort_unstable();
+        identities.dedup();
+        let mut positions = on.clone();
+        for identity in identities {
+            positions.extend(
+                self.positions_of(identity)
+                    .iter()
+                    .map(|&(_, p)| p)
+                    .filter(|&p| self.requests[p].keys.is_empty()),
+            );
+        }
+        positions.sort_unstable();
+        positions.dedup();
+        positions.into_iter().map(|p| &self.requests[p]).collect()
+    }
+
+    /// Whether a request of `identity` other than `id` was in flight at `t_us`.
+    pub fn another_in_flight(&self, identity: u32, id: u64, t_us: u64) -> bool {
+        self.positions_of(identity)
+            .iter()
+            .map(|&(_, p)| &self.requests[p])
+            .any(|r| r.id != id && r.invoke_us <= t_us && t_us <= r.end_us())
+    }
+
     /// The positions of `identity`'s requests, in invocation order.
     fn positions_of(&self, identity: u32) -> &[(u32, usize)] {
         let from = self.by_identity.partition_point(|&(id, _)| id < identity);

@@ -152,18 +152,24 @@ impl Scenario {
     }
 
     /// How long a run of this scenario may take before it is stopped and called unknown:
-    /// `[check] deadline_ms` if set, else a minute, plus twice every timed phase, 5 ms per
-    /// burst request (a slow adapter answers in well under 1 ms) and twice what every strike
-    /// of a fault can hold a request up (a stall, a reply delay, 5 s for a lost reply).
+    /// `[check] deadline_ms` if set, else a minute plus twice [`Scenario::worst_case_ms`].
     /// Generous: it ends a run that hangs, not one that is merely slow.
     pub fn deadline(&self) -> std::time::Duration {
         if let Some(ms) = self.check.deadline_ms {
             return std::time::Duration::from_millis(ms);
         }
-        let mut ms: u64 = 60_000;
+        std::time::Duration::from_millis(60_000u64.saturating_add(self.worst_case_ms().saturating_mul(2)))
+    }
+
+    /// How long a run can take at worst, before any margin: every timed phase, 5 ms per
+    /// burst request (a slow adapter answers in well under 1 ms) and what every strike of a
+    /// fault can hold a request up (a stall, a reply delay, 5 s for a lost reply, a pause,
+    /// 10 s for another server fault).
+    pub fn worst_case_ms(&self) -> u64 {
+        let mut ms: u64 = 0;
         for phase in &self.phases {
             ms = ms.saturating_add(match phase.kind.planned_ms() {
-                Some(planned) => planned.saturating_mul(2),
+                Some(planned) => planned,
                 None => phase.kind.planned_requests().saturating_mul(5),
             });
         }
@@ -192,9 +198,9 @@ impl Scenario {
                 _ => (0, None),
             };
             let strikes = times.unwrap_or(requests).min(requests);
-            ms = ms.saturating_add(delay_ms.saturating_mul(strikes).saturating_mul(2));
+            ms = ms.saturating_add(delay_ms.saturating_mul(strikes));
         }
-        std::time::Duration::from_millis(ms)
+        ms
     }
 
     /// Describe the limiter's keys from the command line (`--keys`), overriding the file.

@@ -819,13 +819,15 @@ fn a_scenario_planning_more_requests_than_the_cap_says_the_cap_and_the_figure() 
 
 #[test]
 fn the_deadline_is_derived_from_phases_and_faults_unless_the_scenario_sets_it() {
-    // A minute, twice the 100 ms steady phase, 5 ms for each of the 20 burst requests.
-    assert_eq!(parse_ok(MINIMAL).deadline().as_millis(), 60_000 + 200 + 100);
+    // A minute and twice the worst case: the 100 ms steady phase, 5 ms for each of the 20
+    // burst requests.
+    assert_eq!(parse_ok(MINIMAL).worst_case_ms(), 100 + 100);
+    assert_eq!(parse_ok(MINIMAL).deadline().as_millis(), 60_000 + 200 + 200);
     // FULL: 2 × (2500 + 1200) ms, 500 burst requests, and a 1500 ms stall on every gap: at
     // most every one of its 751 requests (251 steady, 500 burst), twice.
     assert_eq!(
         parse_ok(FULL).deadline().as_millis(),
-        60_000 + 7_400 + 2_500 + 1_500 * 751 * 2
+        60_000 + 7_400 + 5_000 + 1_500 * 751 * 2
     );
     let set = edit(
         MINIMAL,
