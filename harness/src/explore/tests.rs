@@ -159,22 +159,27 @@ fn failing_tree(seed: u64) -> (impl ValueTree<Value = Candidate>, Candidate) {
     }
 }
 
-#[tokio::test]
-async fn shrinking_keeps_only_what_reproduces_and_ends_small() {
-    let (mut tree, original) = failing_tree(5);
+/// Shrink `tree` towards the immortal-key finding on fake trials that always reproduce it.
+async fn shrink_on_reliable_trials<T: ValueTree<Value = Candidate>>(tree: &mut T) -> Shrunk {
     let fake = Fake {
         flaky: false,
         calls: Mutex::new(0),
     };
-    let shrunk = shrink(
-        &mut tree,
+    shrink(
+        tree,
         &immortal(),
         limits(),
         &fake,
         &|_, _| {},
         &CancellationToken::new(),
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn shrinking_keeps_only_what_reproduces_and_ends_small() {
+    let (mut tree, original) = failing_tree(5);
+    let shrunk = shrink_on_reliable_trials(&mut tree).await;
     let m = &shrunk.minimal;
     assert_eq!(m.faults.len(), 1, "{m:?}");
     assert!(matches!(m.faults[0], FaultSpec::ExpireBetween(_)));
@@ -304,19 +309,7 @@ async fn the_search_goes_on_for_other_invariants_and_reports_each_once() {
 async fn the_greedy_pass_shrinks_what_the_value_tree_could_not() {
     let (_, original) = failing_tree(5);
     let mut tree = Just(original.clone()).new_tree(&mut seeded_runner(1)).unwrap();
-    let fake = Fake {
-        flaky: false,
-        calls: Mutex::new(0),
-    };
-    let shrunk = shrink(
-        &mut tree,
-        &immortal(),
-        limits(),
-        &fake,
-        &|_, _| {},
-        &CancellationToken::new(),
-    )
-    .await;
+    let shrunk = shrink_on_reliable_trials(&mut tree).await;
     let m = &shrunk.minimal;
     assert_eq!(m.phases.len(), 1, "{m:?}");
     assert_eq!(m.faults.len(), 1, "{m:?}");
