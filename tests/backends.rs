@@ -411,6 +411,7 @@ async fn losing_the_server_mid_run_is_unknown_with_the_history_saved() {
         identities: vec![0],
         pick: limiter_harness::scenario::Pick::Random,
         spacing: limiter_harness::scenario::Spacing::Jittered,
+        clear_of_expiry_ms: 0,
     };
     let config = url_run(scenario, &server.url, dir.path(), true);
     let url = server.url.clone();

@@ -164,3 +164,69 @@ async fn failovers_in_a_container() {
 async fn failovers_in_a_process() {
     failovers(Kind::Process).await;
 }
+
+/// `clear_of_expiry_ms`: every EXISTS reply held 45 ms makes `exists-then-incr` race its
+/// key's expiry at a window's end (the key is made 45 ms after its request was sent, so the
+/// window ends 5 ms after a later request's EXISTS saw the key, and its INCRBY 45 ms later
+/// recreates it without a TTL) — unless the driver holds an identity's request while its
+/// key is due to expire, which a steady phase with `clear_of_expiry_ms = 100` does.
+async fn clear_of_expiry(kind: Kind) {
+    let text = |clear: &str| {
+        format!(
+            r#"
+name = "slow-exists"
+seed = 5
+[limit]
+requests_max = 100
+window_ms = 510
+identities = 1
+[[phase]]
+name = "traffic"
+kind = "steady"
+rate_per_s = 20
+duration_ms = 2600
+pick = "round-robin"
+spacing = "even"
+{clear}
+[[fault]]
+kind = "delay-reply"
+command = "EXISTS"
+times = 0
+delay_ms = 45
+[check]
+invariants = ["ttl-present"]
+"#
+        )
+    };
+    let parse = |clear: &str| {
+        limiter_harness::scenario::parse_scenario(std::path::Path::new("slow-exists.toml"), &text(clear)).unwrap()
+    };
+    let Some((racing, _dir)) = run(parse(""), "exists-then-incr", kind).await else {
+        return;
+    };
+    assert_eq!(
+        result(&racing, Invariant::TtlPresent).verdict,
+        Verdict::Invalid,
+        "without the margin the delayed EXISTS races the expiry: {:?}",
+        result(&racing, Invariant::TtlPresent)
+    );
+    let (held, _dir) = run(parse("clear_of_expiry_ms = 100"), "exists-then-incr", kind)
+        .await
+        .expect("the same backend");
+    assert_eq!(
+        result(&held, Invariant::TtlPresent).verdict,
+        Verdict::Valid,
+        "with the margin no request is between its round trips when a key expires: {:?}",
+        result(&held, Invariant::TtlPresent)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clear_of_expiry_keeps_requests_out_of_a_window_end_in_a_process() {
+    clear_of_expiry(Kind::Process).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clear_of_expiry_keeps_requests_out_of_a_window_end_in_a_container() {
+    clear_of_expiry(Kind::Container).await;
+}

@@ -142,7 +142,7 @@ pub struct MatrixArgs {
     #[arg(long, value_delimiter = ',', value_name = "NAME|PATH", conflicts_with = "server")]
     pub servers: Vec<String>,
     /// Cells running at once (most cells spend their time waiting on windows).
-    #[arg(long, short, default_value_t = 8)]
+    #[arg(long, short, default_value_t = 16)]
     pub jobs: usize,
     /// Override every scenario's seed.
     #[arg(long)]

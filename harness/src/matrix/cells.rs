@@ -108,8 +108,7 @@ impl Cell {
 /// Run every cell, `jobs` at a time; cells come back in table order (server, then
 /// scenario, then limiter).
 pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
-    // Table order is scenario-major; run limiter-major, so that the cells running at once
-    // mix heavy scenarios (100,000 requests) with ones that mostly wait.
+    // Table order is scenario-major; the start order is `spread`'s.
     let width = config.limiters.len();
     let per_server = width * config.scenarios.len();
     let (scenarios, limiters) = (&config.scenarios, &config.limiters);
@@ -126,6 +125,11 @@ pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
             })
         })
         .collect();
+    let plan = spread(
+        plan,
+        |(_, _, scenario, _)| busy(scenario),
+        |(_, _, scenario, _)| expected_ms(scenario),
+    );
     let bar = progress(plan.len() as u64, config.show_progress);
     let mut cells: Vec<(usize, Cell)> = futures::stream::iter(plan)
         .map(|(i, server, scenario, limiter)| {
@@ -166,6 +170,46 @@ pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
     bar.finish_and_clear();
     cells.sort_by_key(|(i, _)| *i);
     cells.into_iter().map(|(_, c)| c).collect()
+}
+
+/// About how long a cell of this scenario waits: its timed phases (the order in which cells
+/// start depends on this, never a verdict).
+fn expected_ms(scenario: &Scenario) -> u64 {
+    scenario.phases.iter().filter_map(|p| p.kind.planned_ms()).sum()
+}
+
+/// Whether a cell of this scenario keeps a core busy: a burst of thousands of requests, sent
+/// as fast as the server answers.
+fn busy(scenario: &Scenario) -> bool {
+    scenario
+        .phases
+        .iter()
+        .any(|p| p.kind.planned_ms().is_none() && p.kind.planned_requests() >= BUSY_BURST_REQUESTS)
+}
+
+/// A burst this long keeps a core busy for about a second.
+const BUSY_BURST_REQUESTS: u64 = 1000;
+
+/// The order cells start in. Most cells wait out their phases, so the matrix takes about the
+/// sum of their times over `jobs`, plus whatever runs last: the ones that wait longest start
+/// first (a stable sort: within one length the limiters take turns). The busy ones are spread
+/// evenly between them, so that about one at a time floods a server from start to end,
+/// rather than several at once at the end, each slowed by the others.
+fn spread<T>(cells: Vec<T>, is_busy: impl Fn(&T) -> bool, wait_ms: impl Fn(&T) -> u64) -> Vec<T> {
+    let (busy, mut timed): (Vec<T>, Vec<T>) = cells.into_iter().partition(|c| is_busy(c));
+    timed.sort_by_key(|c| std::cmp::Reverse(wait_ms(c)));
+    let (n_busy, n_timed) = (busy.len(), timed.len());
+    let mut out = Vec::with_capacity(n_busy + n_timed);
+    let mut busy = busy.into_iter();
+    for (i, cell) in timed.into_iter().enumerate() {
+        // Busy cell k goes before timed cell i once k × n_timed <= i × n_busy.
+        while out.len() - i < n_busy && (out.len() - i) * n_timed <= i * n_busy {
+            out.extend(busy.next());
+        }
+        out.push(cell);
+    }
+    out.extend(busy);
+    out
 }
 
 async fn run_cell(config: &MatrixConfig, server: &MatrixServer, scenario: &Scenario, limiter: &MatrixLimiter) -> Cell {
@@ -298,4 +342,34 @@ fn progress(total: u64, visible: bool) -> ProgressBar {
     );
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::spread;
+
+    #[test]
+    fn the_longest_waits_start_first_and_the_busy_cells_are_spread_between_them() {
+        // (name, busy, wait_ms)
+        let cells = vec![
+            ("a", false, 1000),
+            ("B1", true, 0),
+            ("b", false, 3000),
+            ("c", false, 2000),
+            ("B2", true, 0),
+            ("d", false, 2000),
+        ];
+        let order: Vec<&str> = spread(cells, |c| c.1, |c| c.2).into_iter().map(|c| c.0).collect();
+        // Timed by wait, longest first (c before d: a stable sort); a busy one before the
+        // first timed cell and one halfway.
+        assert_eq!(order, ["B1", "b", "c", "B2", "d", "a"]);
+    }
+
+    #[test]
+    fn only_busy_or_only_timed_cells_keep_their_order_or_sort_by_wait() {
+        let busy: Vec<u32> = spread(vec![1, 2, 3], |_| true, |_| 0);
+        assert_eq!(busy, [1, 2, 3]);
+        let timed: Vec<u32> = spread(vec![1, 3, 2], |_| false, |&c| u64::from(c));
+        assert_eq!(timed, [3, 2, 1]);
+    }
 }

@@ -5,6 +5,9 @@ use redis::aio::MultiplexedConnection;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
+use super::expiry::ExpiryWatch;
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
 use crate::keys::KeyLayout;
@@ -35,6 +38,7 @@ pub async fn subscribe_keyspace(
     recorder: Recorder,
     clock: RunClock,
     stop: CancellationToken,
+    watch: Arc<ExpiryWatch>,
 ) -> redis::RedisResult<JoinHandle<u64>> {
     let client = redis::Client::open(url)?;
     let db = client.get_connection_info().redis_settings().db();
@@ -59,7 +63,7 @@ pub async fn subscribe_keyspace(
     let mut pubsub = psubscribe(&client, &patterns).await?;
     Ok(tokio::spawn(async move {
         let mut seen = 0u64;
-        while listen(&mut pubsub, &filter, &recorder, &clock, &stop, &mut seen).await {
+        while listen(&mut pubsub, &filter, &recorder, &clock, &stop, &watch, &mut seen).await {
             // The server went away (a restart): subscribe again once it is back.
             let t_lost_us = clock.now_us();
             let again = resubscribe(&client, &patterns, &stop).await;
@@ -107,6 +111,7 @@ async fn listen(
     recorder: &Recorder,
     clock: &RunClock,
     stop: &CancellationToken,
+    watch: &ExpiryWatch,
     seen: &mut u64,
 ) -> bool {
     {
@@ -119,6 +124,9 @@ async fn listen(
                         let Some(key) = filter.key_of(&msg) else { continue };
                         let event: String = msg.get_payload().unwrap_or_default();
                         *seen += 1;
+                        if let Some(identity) = filter.layout.identity_of(key.as_bytes()) {
+                            watch.seen(identity, &key, &event);
+                        }
                         recorder.record(Event::Keyspace { t_us: clock.now_us(), key, event });
                     }
                     None => break,

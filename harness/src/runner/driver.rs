@@ -17,7 +17,7 @@ use crate::history::{Event, Outcome, PhaseEdge, Recorder};
 use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, RequestCtx, Wire, remember_keys};
 use crate::nemesis::{CacheFlood, GapHook};
-use crate::observer::SampleNow;
+use crate::observer::{ExpiryWatch, SampleNow};
 use crate::proxy::InFlight;
 use crate::scenario::{ClockSkew, Limit};
 use crate::workload::{PhasePlan, PlannedRequest};
@@ -53,6 +53,8 @@ pub struct Driver {
     pub progress: Progress,
     /// Asks for a sample of the limiter's keys at the end of every phase that sent requests.
     pub sample_now: SampleNow,
+    /// When the identities' keys are due to expire (steady phases' `clear_of_expiry_ms`).
+    pub expiry: Arc<ExpiryWatch>,
 }
 
 impl Driver {
@@ -72,7 +74,14 @@ impl Driver {
         });
         self.progress.phase(name);
         match plan {
-            PhasePlan::Steady { requests, duration_us } => self.steady(index, requests, *duration_us, flood).await,
+            PhasePlan::Steady {
+                requests,
+                duration_us,
+                clear_of_expiry_us,
+            } => {
+                self.steady(index, requests, *duration_us, *clear_of_expiry_us, flood)
+                    .await
+            }
             PhasePlan::Burst {
                 requests,
                 concurrency,
@@ -100,12 +109,16 @@ impl Driver {
         phase: usize,
         requests: &[PlannedRequest],
         duration_us: u64,
+        clear_of_expiry_us: u64,
         flood: Option<Arc<CacheFlood>>,
     ) {
         let driver = Arc::clone(self);
         pace(requests, duration_us, move |req| {
             let (driver, flood) = (Arc::clone(&driver), flood.clone());
             async move {
+                if clear_of_expiry_us > 0 {
+                    driver.expiry.clear(req.identity, clear_of_expiry_us).await;
+                }
                 let slot = req.id as usize % driver.conns[0].len();
                 let mut conn = driver.conn(req.instance, slot);
                 driver.one(&mut conn, slot, req, phase, flood.as_deref()).await;

@@ -20,8 +20,8 @@ use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, LimiterEnv};
 use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults, ServerNemesis};
 use crate::observer::{
-    SampleNow, ServerInfo, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info, spawn_sampler,
-    subscribe_keyspace,
+    ExpiryWatch, SampleNow, ServerInfo, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info,
+    spawn_sampler, subscribe_keyspace,
 };
 use crate::proxy::{InFlight, NemesisHook, Proxy};
 use crate::scenario::{CacheTarget, Fault, PhaseKind};
@@ -135,7 +135,9 @@ pub async fn execute(
     }
 
     let stop = CancellationToken::new();
-    let (keyspace, sampler, sample_now) = observe(config, &url, &layout, events_on, recorder, clock, &stop).await?;
+    let expiry = Arc::new(ExpiryWatch::new(config.scenario.limit.window_ms, clock));
+    let (keyspace, sampler, sample_now) =
+        observe(config, &url, &layout, events_on, recorder, clock, &stop, &expiry).await?;
     let floods = make_floods(config, &url, servers, state).await?;
     let schedule = plan(&config.scenario, config.seed);
     let traffic = Traffic {
@@ -145,6 +147,7 @@ pub async fn execute(
         layout: &layout,
         floods: &floods,
         sample_now,
+        expiry,
     };
     drive(config, &link, traffic, recorder, clock).await?;
     for limiter in &link.instances {
@@ -406,9 +409,11 @@ async fn observe(
     recorder: &Recorder,
     clock: RunClock,
     stop: &CancellationToken,
+    expiry: &Arc<ExpiryWatch>,
 ) -> Result<(Background, Background, SampleNow), SetupError> {
     let keyspace = if events_on {
-        match subscribe_keyspace(url, layout.clone(), recorder.clone(), clock, stop.clone()).await {
+        let watch = Arc::clone(expiry);
+        match subscribe_keyspace(url, layout.clone(), recorder.clone(), clock, stop.clone(), watch).await {
             Ok(handle) => Background(Some(handle)),
             Err(e) => {
                 let detail = format!("could not subscribe to keyspace notifications: {e}");
@@ -556,6 +561,7 @@ struct Traffic<'a> {
     layout: &'a KeyLayout,
     floods: &'a BTreeMap<String, Arc<CacheFlood>>,
     sample_now: SampleNow,
+    expiry: Arc<ExpiryWatch>,
 }
 
 /// Send the whole schedule, phase by phase.
@@ -573,6 +579,7 @@ async fn drive(
         layout,
         floods,
         sample_now,
+        expiry,
     } = traffic;
     let scenario = &config.scenario;
     let conns = driver_conns(scenario, &link.url).await?;
@@ -603,6 +610,7 @@ async fn drive(
         url: link.url.clone(),
         progress: progress.clone(),
         sample_now,
+        expiry,
     });
     for (index, (phase, plan)) in scenario.phases.iter().zip(&schedule.phases).enumerate() {
         let ended = CancellationToken::new();

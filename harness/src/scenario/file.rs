@@ -75,6 +75,7 @@ pub struct PhaseFile {
     pub identities: Option<Spanned<Vec<i64>>>,
     pub pick: Option<Spanned<String>>,
     pub spacing: Option<Spanned<String>>,
+    pub clear_of_expiry_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -349,6 +349,10 @@ fn is_one(n: &u32) -> bool {
     *n == 1
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl Limit {
     /// The key the harness hands the limiter for one identity (`key_prefix` + identity); a
     /// limiter with a layout of its own builds its keys itself and ignores it.
@@ -374,6 +378,11 @@ pub enum PhaseKind {
         identities: Vec<u32>,
         pick: Pick,
         spacing: Spacing,
+        /// An identity's request does not start within this many ms before one of its keys
+        /// is due to expire (as keyspace notifications tell it): no window then ends while a
+        /// request is between its round trips by chance. 0: off.
+        #[serde(skip_serializing_if = "is_zero")]
+        clear_of_expiry_ms: u64,
     },
     /// Closed-loop traffic: `requests` sent by `concurrency` clients as fast as replies
     /// come, over `connections` connections (clients share them, pipelining their commands).

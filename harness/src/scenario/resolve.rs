@@ -413,7 +413,7 @@ fn resolve_phase(phase: &PhaseFile, index: usize, limit: &Limit, src: &Source<'_
     Ok(Phase { name, kind })
 }
 
-const STEADY_TAKES: &str = "name, rate_per_s, duration_ms, identities, pick, spacing";
+const STEADY_TAKES: &str = "name, rate_per_s, duration_ms, identities, pick, spacing, clear_of_expiry_ms";
 const BURST_TAKES: &str = "name, requests, concurrency, connections, identities, pick";
 const QUIET_TAKES: &str = "name, duration_ms";
 
@@ -449,6 +449,10 @@ fn resolve_steady(p: &PhaseFile, limit: &Limit, src: &Source<'_>) -> Result<Phas
                     .with_help("one of: jittered (default), even"));
             }
         },
+        clear_of_expiry_ms: match &p.clear_of_expiry_ms {
+            Some(c) => src.in_range(c, "clear_of_expiry_ms", 0..=60_000)?,
+            None => 0,
+        },
     })
 }
 
@@ -456,6 +460,7 @@ fn resolve_burst(p: &PhaseFile, limit: &Limit, src: &Source<'_>) -> Result<Phase
     src.not_for(&p.rate_per_s, "rate_per_s", "burst phase", BURST_TAKES)?;
     src.not_for(&p.duration_ms, "duration_ms", "burst phase", BURST_TAKES)?;
     src.not_for(&p.spacing, "spacing", "burst phase", BURST_TAKES)?;
+    src.not_for(&p.clear_of_expiry_ms, "clear_of_expiry_ms", "burst phase", BURST_TAKES)?;
     let requests = p.requests.as_ref().ok_or_else(|| {
         src.error(&p.kind, "a burst phase needs `requests`")
             .with_help("e.g. `requests = 20000` (sent as fast as replies come)")
@@ -485,6 +490,7 @@ fn resolve_quiet(p: &PhaseFile, src: &Source<'_>) -> Result<PhaseKind, ScenarioE
     src.not_for(&p.identities, "identities", "quiet phase", QUIET_TAKES)?;
     src.not_for(&p.pick, "pick", "quiet phase", QUIET_TAKES)?;
     src.not_for(&p.spacing, "spacing", "quiet phase", QUIET_TAKES)?;
+    src.not_for(&p.clear_of_expiry_ms, "clear_of_expiry_ms", "quiet phase", QUIET_TAKES)?;
     let duration = p.duration_ms.as_ref().ok_or_else(|| {
         src.error(&p.kind, "a quiet phase needs `duration_ms`")
             .with_help("e.g. `duration_ms = 1200` (at least one window for no-lockout)")

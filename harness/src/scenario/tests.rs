@@ -989,3 +989,31 @@ fn a_failover_fault_resolves_its_hold_and_connections_and_points_at_a_bad_value(
         &["pause_ms"],
     );
 }
+
+#[test]
+fn clear_of_expiry_is_a_steady_phase_margin_off_by_default() {
+    let steady = |s: &Scenario| match &s.phases[0].kind {
+        PhaseKind::Steady { clear_of_expiry_ms, .. } => *clear_of_expiry_ms,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(steady(&parse_ok(FULL)), 0);
+    let on = edit(
+        FULL,
+        "duration_ms = 2500",
+        "duration_ms = 2500\nclear_of_expiry_ms = 40",
+    );
+    assert_eq!(steady(&parse_ok(&on)), 40);
+    let burst = edit(FULL, "requests = 500", "requests = 500\nclear_of_expiry_ms = 40");
+    let err = parse_err(&burst);
+    assert!(
+        err.message
+            .contains("`clear_of_expiry_ms` does not apply to a burst phase"),
+        "{err}"
+    );
+    let big = edit(
+        FULL,
+        "duration_ms = 2500",
+        "duration_ms = 2500\nclear_of_expiry_ms = 70000",
+    );
+    assert!(parse_err(&big).message.contains("clear_of_expiry_ms"), "out of range");
+}

@@ -25,6 +25,8 @@ pub enum PhasePlan {
     Steady {
         requests: Vec<PlannedRequest>,
         duration_us: u64,
+        /// Hold an identity's request this long before one of its keys is due to expire.
+        clear_of_expiry_us: u64,
     },
     /// `concurrency` clients send the requests in order, each as soon as its previous reply
     /// came, over `connections` connections.
@@ -86,6 +88,7 @@ pub fn plan(scenario: &Scenario, seed: u64) -> Schedule {
                 identities,
                 pick,
                 spacing,
+                clear_of_expiry_ms,
             } => {
                 let interval_us = 1_000_000.0 / rate_per_s;
                 let count = phase.kind.planned_requests();
@@ -103,6 +106,7 @@ pub fn plan(scenario: &Scenario, seed: u64) -> Schedule {
                 PhasePlan::Steady {
                     requests,
                     duration_us: duration_ms * 1000,
+                    clear_of_expiry_us: clear_of_expiry_ms * 1000,
                 }
             }
             PhaseKind::Burst {
