@@ -485,3 +485,53 @@ async fn keyspace_notifications_follow_the_database_the_url_selects() {
     );
     server.stop().await;
 }
+
+/// A sample reads every key of the layout once, with its PTTL and value, in key order, and
+/// nothing else: not a key past the identities, not another application's key. (Each SCAN
+/// batch is read as it arrives; this is the same result the scan-then-read did.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sample_reads_every_layout_key_once_and_nothing_else() {
+    use limiter_harness::keys::{KeyLayout, LayoutSource};
+    use limiter_harness::observer::sample_keys;
+    let server = TestServer::start(Kind::Process).await.expect("a process server");
+    let mut conn = server.conn().await;
+    let mut pipe = redis::pipe();
+    for i in 0..5000u32 {
+        pipe.cmd("SET")
+            .arg(format!("rl:{i}"))
+            .arg(i)
+            .arg("PX")
+            .arg(60_000)
+            .ignore();
+    }
+    // Matched by both globs (rl:* and rl:*:log), read once.
+    pipe.cmd("SET").arg("rl:7:log").arg("x").arg("PX").arg(60_000).ignore();
+    pipe.cmd("PERSIST").arg("rl:3").ignore();
+    pipe.cmd("SET").arg("other:1").arg("1").ignore();
+    let _: () = pipe.query_async(&mut conn).await.unwrap();
+    let layout = KeyLayout::parse(
+        &["rl:{identity}".to_owned(), "rl:{identity}:log".to_owned()],
+        4000,
+        LayoutSource::Scenario,
+    )
+    .unwrap();
+
+    let samples = sample_keys(&mut conn, &layout).await.unwrap();
+
+    let mut expected: Vec<String> = (0..4000).map(|i| format!("rl:{i}")).collect();
+    expected.push("rl:7:log".to_owned());
+    expected.sort();
+    let keys: Vec<&str> = samples.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(keys, expected.iter().map(String::as_str).collect::<Vec<_>>());
+    for s in &samples {
+        match s.key.as_str() {
+            "rl:3" => assert_eq!((s.pttl_ms, s.value.as_deref()), (-1, Some("3"))),
+            "rl:7:log" => assert_eq!(s.value.as_deref(), Some("x")),
+            key => {
+                assert!((1..=60_000).contains(&s.pttl_ms), "{s:?}");
+                assert_eq!(s.value.as_deref(), key.strip_prefix("rl:"), "{s:?}");
+            }
+        }
+    }
+    server.stop().await;
+}

@@ -141,9 +141,11 @@ pub struct MatrixArgs {
     /// per server, the cells' reports under DIR/runs/matrix/SERVER/.
     #[arg(long, value_delimiter = ',', value_name = "NAME|PATH", conflicts_with = "server")]
     pub servers: Vec<String>,
-    /// Cells running at once (most cells spend their time waiting on windows).
-    #[arg(long, short, default_value_t = 16)]
-    pub jobs: usize,
+    /// Cells running at once (most cells spend their time waiting on windows) [default: 16
+    /// in processes, 12 in containers: starting and removing a container costs the machine
+    /// more than starting a process does].
+    #[arg(long, short)]
+    pub jobs: Option<usize>,
     /// Override every scenario's seed.
     #[arg(long)]
     pub seed: Option<u64>,

@@ -87,10 +87,11 @@ struct Filter {
 }
 
 impl Filter {
-    fn key_of(&self, msg: &redis::Msg) -> Option<String> {
+    /// The notification's key and the identity it belongs to, when it is one of the run's.
+    fn key_of(&self, msg: &redis::Msg) -> Option<(u32, String)> {
         let key = msg.get_channel_name().strip_prefix(self.channel_prefix.as_str())?;
         // Only the keys the layout says are the run's (a glob matches more).
-        self.layout.identity_of(key.as_bytes())?;
+        let identity = self.layout.identity_of(key.as_bytes())?;
         if self.overlapping {
             let first = self
                 .layout
@@ -100,7 +101,7 @@ impl Filter {
                 return None;
             }
         }
-        Some(key.to_owned())
+        Some((identity, key.to_owned()))
     }
 }
 
@@ -121,12 +122,10 @@ async fn listen(
                 () = stop.cancelled() => return false,
                 msg = messages.next() => match msg {
                     Some(msg) => {
-                        let Some(key) = filter.key_of(&msg) else { continue };
+                        let Some((identity, key)) = filter.key_of(&msg) else { continue };
                         let event: String = msg.get_payload().unwrap_or_default();
                         *seen += 1;
-                        if let Some(identity) = filter.layout.identity_of(key.as_bytes()) {
-                            watch.seen(identity, &key, &event);
-                        }
+                        watch.seen(identity, &key, &event);
                         recorder.record(Event::Keyspace { t_us: clock.now_us(), key, event });
                     }
                     None => break,

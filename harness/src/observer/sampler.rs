@@ -1,5 +1,6 @@
 //! Periodic samples of the limiter's keys.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -64,11 +65,43 @@ pub async fn scan_matching(conn: &mut MultiplexedConnection, pattern: &str) -> R
     }
 }
 
-/// One pass over every limiter key: [`scan_layout`], then PTTL and GET pipelined.
+/// One pass over every limiter key: each SCAN batch's keys are read (PTTL and GET,
+/// pipelined) as soon as the batch arrives, so a key that lives a fraction of the scan's
+/// time (a token bucket a request or two below full lives window / max) is read while it
+/// still exists; reading only after the whole scan missed such keys on a large keyspace.
 /// PTTL does not touch the LRU clock; GET does, like any read of the application would.
 pub async fn sample_keys(conn: &mut MultiplexedConnection, layout: &KeyLayout) -> RedisResult<Vec<KeySample>> {
-    let keys = scan_layout(conn, layout).await?;
-    let mut samples = Vec::with_capacity(keys.len());
+    let mut samples = Vec::new();
+    // A key two globs match is read once.
+    let mut listed: HashSet<String> = HashSet::new();
+    for pattern in layout.patterns() {
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(conn)
+                .await?;
+            let keys: Vec<String> = batch
+                .into_iter()
+                .filter(|k| layout.identity_of(k.as_bytes()).is_some() && listed.insert(k.clone()))
+                .collect();
+            read_keys(conn, &keys, &mut samples).await?;
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    samples.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(samples)
+}
+
+/// PTTL and GET of `keys`, pipelined 500 keys at a time; a key gone meanwhile is left out.
+async fn read_keys(conn: &mut MultiplexedConnection, keys: &[String], samples: &mut Vec<KeySample>) -> RedisResult<()> {
     for chunk in keys.chunks(500) {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
@@ -96,7 +129,7 @@ pub async fn sample_keys(conn: &mut MultiplexedConnection, layout: &KeyLayout) -
             });
         }
     }
-    Ok(samples)
+    Ok(())
 }
 
 /// Asks the sampler for a sample as soon as it can (the driver asks at the end of every phase
