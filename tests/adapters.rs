@@ -800,3 +800,61 @@ async fn a_commands_setup_plants_on_the_limiters_own_keys() {
         Event::Setup { key, detail, .. } if key == "LIMITS:LIMITER/api/0/10/1/second" && detail.contains("SET LIMITS:LIMITER/api/0/10/1/second 99")
     )));
 }
+
+/// The instances of a run that requests went to, from its history.
+fn instances_used(run_dir: &std::path::Path) -> std::collections::BTreeSet<u32> {
+    read_history(&run_dir.join("history.jsonl"))
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Invoke { instance, .. } => Some(instance),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A Python adapter as two app instances (two adapter processes, requests spread over both)
+/// and with instance 1's clock 2 s ahead: incident 2's daily cap (examples/python/daily_cap.py)
+/// names its key by the window of the request's `now_ms`, so with agreeing clocks it stays
+/// within its limit, and with the skew the two instances count in different "days" and
+/// admit one identity more than its bound.
+#[tokio::test(flavor = "multi_thread")]
+async fn python_adapters_run_as_two_instances_and_get_the_skewed_clock() {
+    let cap = format!("exec:python3 {}", example("python/daily_cap.py").display());
+    python("fixed_window_fixed"); // asserts redis-py is installed
+
+    let mut agreeing = scenario("clock-skew-two-instances");
+    assert_eq!(agreeing.limit.instances, 2);
+    assert_eq!(agreeing.faults.len(), 1, "the scenario's one fault is the clock skew");
+    agreeing.faults.clear();
+    let (report, dir) = run_spec(agreeing, &cap, Kind::Process, false).await.unwrap();
+    assert_eq!(
+        instances_used(dir.path()),
+        [0, 1].into(),
+        "both instances served requests"
+    );
+    assert_eq!(
+        verdict_of(&report, Invariant::AdmittedWithinLimit),
+        Verdict::Valid,
+        "{report:#?}"
+    );
+
+    let (report, dir) = run_spec(scenario("clock-skew-two-instances"), &cap, Kind::Process, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        instances_used(dir.path()),
+        [0, 1].into(),
+        "both instances served requests"
+    );
+    assert_eq!(
+        verdict_of(&report, Invariant::AdmittedWithinLimit),
+        Verdict::Invalid,
+        "{report:#?}"
+    );
+    assert_eq!(
+        verdict_of(&report, Invariant::TtlPresent),
+        Verdict::Valid,
+        "{report:#?}"
+    );
+}
