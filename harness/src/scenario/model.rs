@@ -225,8 +225,14 @@ impl Scenario {
         let factor = window_ms as f64 / self.limit.window_ms as f64;
         let mut scaled = self.clone();
         let mut too_long = Vec::new();
+        // A zero stays zero (`after_ms = 0`: at the phase's start; `lose_writes_ms = 0`: a
+        // clean failover); anything else stays at least 1 ms.
         let mut scale = |ms: u64, what: String, max: u64| {
-            let to = ((ms as f64 * factor).round() as u64).max(1);
+            let to = if ms == 0 {
+                0
+            } else {
+                ((ms as f64 * factor).round() as u64).max(1)
+            };
             if to > max {
                 too_long.push(format!("{what} would be {to} ms (at most {max})"));
             }
@@ -258,7 +264,34 @@ impl Scenario {
                     action: CommandFaultAction::DelayReply { delay_ms },
                     ..
                 }) => *delay_ms = scale(*delay_ms, format!("fault {i}'s delay_ms"), 600_000),
-                _ => {}
+                // A server fault strikes at the same place relative to the windows, for as many
+                // windows (a pause, writes held back from the replica).
+                Fault::Server(server) => {
+                    server.after_ms = scale(server.after_ms, format!("fault {i}'s after_ms"), 3_600_000);
+                    match &mut server.action {
+                        ServerAction::Pause { pause_ms } => {
+                            *pause_ms = scale(*pause_ms, format!("fault {i}'s pause_ms"), 600_000);
+                        }
+                        ServerAction::Failover { lose_writes_ms, .. } => {
+                            *lose_writes_ms = scale(*lose_writes_ms, format!("fault {i}'s lose_writes_ms"), 60_000);
+                        }
+                        ServerAction::Restart { .. } | ServerAction::ScriptFlush | ServerAction::ClientKill => {}
+                    }
+                }
+                // A clock as many windows off (a drift in ms per second is a ratio: unchanged).
+                Fault::ClockSkew(skew) => {
+                    let off = scale(
+                        skew.offset_ms.unsigned_abs(),
+                        format!("fault {i}'s offset_ms"),
+                        86_400_000,
+                    );
+                    skew.offset_ms = off as i64 * skew.offset_ms.signum();
+                }
+                Fault::ExpireBetweenRoundTrips(_)
+                | Fault::StallBetweenRoundTrips(_)
+                | Fault::ClientDiesBetweenRoundTrips(_)
+                | Fault::OnCommand(_)
+                | Fault::MemoryPressure(_) => {}
             }
         }
         let check = &mut scaled.check;
@@ -267,6 +300,9 @@ impl Scenario {
             check.ttl_slack_ms = scale(check.ttl_slack_ms, String::new(), u64::MAX);
         }
         check.ttl_max_ms = check.ttl_max_ms.map(|ms| scale(ms, String::new(), u64::MAX));
+        check.deadline_ms = check
+            .deadline_ms
+            .map(|ms| scale(ms, "`[check] deadline_ms`".into(), 86_400_000));
         if !too_long.is_empty() {
             return Err(format!(
                 "a window of {window_ms} ms scales `{}` by {factor:.2}: {}",

@@ -781,6 +781,62 @@ fn rescaling_the_window_keeps_the_scenarios_shape() {
     assert_eq!(huge.limit.window_ms, 1000, "refused: unchanged");
 }
 
+#[test]
+fn rescaling_the_window_moves_server_faults_and_skewed_clocks_with_it() {
+    use crate::scenario::{ClockSkew, ServerAction};
+    let with = |lose_writes_ms: u64| {
+        let text = edit(
+            &edit(MINIMAL, "window_ms = 1000", "window_ms = 1000\ninstances = 2"),
+            "[check]\ninvariants = [\"ttl-present\"]",
+            &format!(
+                "[[fault]]\nkind = \"server-pause\"\nphase = \"steady-1\"\nafter_ms = 60\npause_ms = 3000\n\n\
+                 [[fault]]\nkind = \"failover\"\nphase = \"burst-2\"\nlose_writes_ms = {lose_writes_ms}\n\n\
+                 [[fault]]\nkind = \"clock-skew\"\ninstance = 1\noffset_ms = -1500\ndrift_ms_per_s = 50\n\n\
+                 [check]\ninvariants = [\"ttl-present\"]\ndeadline_ms = 30000"
+            ),
+        );
+        let mut s = parse_ok(&text);
+        s.rescale_window(2000).unwrap();
+        s
+    };
+    let s = with(500);
+    let servers: Vec<_> = s.faults.iter().filter_map(|f| f.server()).collect();
+    // 60 ms into the 100 ms phase stays 60 % into it (now 200 ms), for as many windows.
+    assert_eq!(servers[0].after_ms, 120);
+    assert_eq!(servers[0].action, ServerAction::Pause { pause_ms: 6000 });
+    assert_eq!(servers[1].after_ms, 0, "at the phase's start stays there");
+    assert!(matches!(
+        servers[1].action,
+        ServerAction::Failover {
+            lose_writes_ms: 1000,
+            ..
+        }
+    ));
+    let skew = s.faults.iter().find_map(|f| match f {
+        Fault::ClockSkew(c) => Some(*c),
+        _ => None,
+    });
+    assert_eq!(
+        skew,
+        Some(ClockSkew {
+            instance: 1,
+            offset_ms: -3000,
+            drift_ms_per_s: 50.0
+        }),
+        "as many windows behind; a drift is a ratio"
+    );
+    assert_eq!(s.check.deadline_ms, Some(60_000));
+    let clean = with(0);
+    assert!(
+        clean
+            .faults
+            .iter()
+            .filter_map(|f| f.server())
+            .any(|f| matches!(f.action, ServerAction::Failover { lose_writes_ms: 0, .. })),
+        "a clean failover stays clean"
+    );
+}
+
 // ---- bounds ------------------------------------------------------------------------------
 
 #[test]
