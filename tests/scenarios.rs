@@ -230,3 +230,26 @@ async fn clear_of_expiry_keeps_requests_out_of_a_window_end_in_a_process() {
 async fn clear_of_expiry_keeps_requests_out_of_a_window_end_in_a_container() {
     clear_of_expiry(Kind::Container).await;
 }
+
+/// `--window-ms` moves a server fault with the windows: `restart-without-persistence` (a
+/// 2010 ms window, the restart 3000 ms into a 6000 ms phase) at a 1000 ms window restarts
+/// the server 1493 ms into its 2985 ms phase, and the restart still resets the counters.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rescaled_window_moves_the_server_restart_with_it() {
+    let mut rescaled = scenario("restart-without-persistence");
+    rescaled.rescale_window(1000).unwrap();
+    let (report, _dir) = run(rescaled, "multi-incr-expire-nx", Kind::Process)
+        .await
+        .expect("backend available");
+    assert_eq!(report.faults[0].fired, 1, "{}", report.faults[0].outcome);
+    assert!(
+        report.faults[0].spec.contains("1493 ms into phase"),
+        "{}",
+        report.faults[0].spec
+    );
+    let resets = kinds(&report, Invariant::NoCounterReset);
+    assert!(
+        !resets.is_empty() && resets.iter().all(|k| k == "reset-by-restart"),
+        "{resets:?}"
+    );
+}
