@@ -222,22 +222,11 @@ impl Scenario {
     /// Refused (the scenario unchanged) when a scaled value would leave the range the
     /// scenario file allows: a phase longer than an hour, a stall or delay over ten minutes.
     pub fn rescale_window(&mut self, window_ms: u64) -> Result<(), String> {
-        let factor = window_ms as f64 / self.limit.window_ms as f64;
-        let mut scaled = self.clone();
-        let mut too_long = Vec::new();
-        // A zero stays zero (`after_ms = 0`: at the phase's start; `lose_writes_ms = 0`: a
-        // clean failover); anything else stays at least 1 ms.
-        let mut scale = |ms: u64, what: String, max: u64| {
-            let to = if ms == 0 {
-                0
-            } else {
-                ((ms as f64 * factor).round() as u64).max(1)
-            };
-            if to > max {
-                too_long.push(format!("{what} would be {to} ms (at most {max})"));
-            }
-            to
+        let mut by = Rescale {
+            factor: window_ms as f64 / self.limit.window_ms as f64,
+            too_long: Vec::new(),
         };
+        let mut scaled = self.clone();
         scaled.limit.window_ms = window_ms;
         for phase in &mut scaled.phases {
             let what = format!("phase `{}`", phase.name);
@@ -247,72 +236,98 @@ impl Scenario {
                     duration_ms,
                     ..
                 } => {
-                    *rate_per_s /= factor;
-                    *duration_ms = scale(*duration_ms, what, 3_600_000);
+                    *rate_per_s /= by.factor;
+                    *duration_ms = by.ms(*duration_ms, &what, 3_600_000);
                 }
-                PhaseKind::Quiet { duration_ms } => *duration_ms = scale(*duration_ms, what, 3_600_000),
+                PhaseKind::Quiet { duration_ms } => *duration_ms = by.ms(*duration_ms, &what, 3_600_000),
                 PhaseKind::Burst { .. } => {}
             }
         }
         for (i, fault) in scaled.faults.iter_mut().enumerate() {
-            match fault {
-                Fault::StallBetweenRoundTrips(GapFault {
-                    action: GapFaultAction::Stall { stall_ms },
-                    ..
-                }) => *stall_ms = scale(*stall_ms, format!("fault {i}'s stall_ms"), 600_000),
-                Fault::OnCommand(CommandFault {
-                    action: CommandFaultAction::DelayReply { delay_ms },
-                    ..
-                }) => *delay_ms = scale(*delay_ms, format!("fault {i}'s delay_ms"), 600_000),
-                // A server fault strikes at the same place relative to the windows, for as many
-                // windows (a pause, writes held back from the replica).
-                Fault::Server(server) => {
-                    server.after_ms = scale(server.after_ms, format!("fault {i}'s after_ms"), 3_600_000);
-                    match &mut server.action {
-                        ServerAction::Pause { pause_ms } => {
-                            *pause_ms = scale(*pause_ms, format!("fault {i}'s pause_ms"), 600_000);
-                        }
-                        ServerAction::Failover { lose_writes_ms, .. } => {
-                            *lose_writes_ms = scale(*lose_writes_ms, format!("fault {i}'s lose_writes_ms"), 60_000);
-                        }
-                        ServerAction::Restart { .. } | ServerAction::ScriptFlush | ServerAction::ClientKill => {}
-                    }
-                }
-                // A clock as many windows off (a drift in ms per second is a ratio: unchanged).
-                Fault::ClockSkew(skew) => {
-                    let off = scale(
-                        skew.offset_ms.unsigned_abs(),
-                        format!("fault {i}'s offset_ms"),
-                        86_400_000,
-                    );
-                    skew.offset_ms = off as i64 * skew.offset_ms.signum();
-                }
-                Fault::ExpireBetweenRoundTrips(_)
-                | Fault::StallBetweenRoundTrips(_)
-                | Fault::ClientDiesBetweenRoundTrips(_)
-                | Fault::OnCommand(_)
-                | Fault::MemoryPressure(_) => {}
-            }
+            by.fault(i, fault);
         }
         let check = &mut scaled.check;
-        check.sample_interval_ms = scale(check.sample_interval_ms, String::new(), u64::MAX).clamp(5, 60_000);
-        if check.ttl_slack_ms > 0 {
-            check.ttl_slack_ms = scale(check.ttl_slack_ms, String::new(), u64::MAX);
-        }
-        check.ttl_max_ms = check.ttl_max_ms.map(|ms| scale(ms, String::new(), u64::MAX));
+        check.sample_interval_ms = by.ms(check.sample_interval_ms, "", u64::MAX).clamp(5, 60_000);
+        check.ttl_slack_ms = by.ms(check.ttl_slack_ms, "", u64::MAX);
+        check.ttl_max_ms = check.ttl_max_ms.map(|ms| by.ms(ms, "", u64::MAX));
         check.deadline_ms = check
             .deadline_ms
-            .map(|ms| scale(ms, "`[check] deadline_ms`".into(), 86_400_000));
-        if !too_long.is_empty() {
+            .map(|ms| by.ms(ms, "`[check] deadline_ms`", 86_400_000));
+        if !by.too_long.is_empty() {
             return Err(format!(
-                "a window of {window_ms} ms scales `{}` by {factor:.2}: {}",
+                "a window of {window_ms} ms scales `{}` by {:.2}: {}",
                 self.name,
-                too_long.join("; ")
+                by.factor,
+                by.too_long.join("; ")
             ));
         }
         scaled.adjusted.window_ms = Some(window_ms);
         *self = scaled;
         Ok(())
+    }
+}
+
+/// [`Scenario::rescale_window`]'s factor, and the values it would take out of their range.
+struct Rescale {
+    factor: f64,
+    too_long: Vec<String>,
+}
+
+impl Rescale {
+    /// `ms` scaled: a zero stays zero (`after_ms = 0`: at the phase's start;
+    /// `lose_writes_ms = 0`: a clean failover), anything else stays at least 1 ms.
+    fn ms(&mut self, ms: u64, what: &str, max: u64) -> u64 {
+        let to = if ms == 0 {
+            0
+        } else {
+            ((ms as f64 * self.factor).round() as u64).max(1)
+        };
+        if to > max {
+            self.too_long.push(format!("{what} would be {to} ms (at most {max})"));
+        }
+        to
+    }
+
+    /// A fault's durations and moments (its request numbers stay: the requests are the same).
+    fn fault(&mut self, i: usize, fault: &mut Fault) {
+        match fault {
+            Fault::StallBetweenRoundTrips(GapFault {
+                action: GapFaultAction::Stall { stall_ms },
+                ..
+            }) => *stall_ms = self.ms(*stall_ms, &format!("fault {i}'s stall_ms"), 600_000),
+            Fault::OnCommand(CommandFault {
+                action: CommandFaultAction::DelayReply { delay_ms },
+                ..
+            }) => *delay_ms = self.ms(*delay_ms, &format!("fault {i}'s delay_ms"), 600_000),
+            // A server fault strikes at the same place relative to the windows, for as many
+            // windows (a pause, writes held back from the replica).
+            Fault::Server(server) => {
+                server.after_ms = self.ms(server.after_ms, &format!("fault {i}'s after_ms"), 3_600_000);
+                match &mut server.action {
+                    ServerAction::Pause { pause_ms } => {
+                        *pause_ms = self.ms(*pause_ms, &format!("fault {i}'s pause_ms"), 600_000);
+                    }
+                    ServerAction::Failover { lose_writes_ms, .. } => {
+                        *lose_writes_ms = self.ms(*lose_writes_ms, &format!("fault {i}'s lose_writes_ms"), 60_000);
+                    }
+                    ServerAction::Restart { .. } | ServerAction::ScriptFlush | ServerAction::ClientKill => {}
+                }
+            }
+            // A clock as many windows off (a drift in ms per second is a ratio: unchanged).
+            Fault::ClockSkew(skew) => {
+                let off = self.ms(
+                    skew.offset_ms.unsigned_abs(),
+                    &format!("fault {i}'s offset_ms"),
+                    86_400_000,
+                );
+                skew.offset_ms = off as i64 * skew.offset_ms.signum();
+            }
+            Fault::ExpireBetweenRoundTrips(_)
+            | Fault::StallBetweenRoundTrips(_)
+            | Fault::ClientDiesBetweenRoundTrips(_)
+            | Fault::OnCommand(_)
+            | Fault::MemoryPressure(_) => {}
+        }
     }
 }
 
