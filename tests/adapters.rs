@@ -7,7 +7,7 @@ use limiter_harness::checker::Verdict;
 use limiter_harness::history::{Event, Outcome, read_history};
 use limiter_harness::keys::{KeyLayout, LayoutSource};
 use limiter_harness::report::Report;
-use limiter_harness::scenario::Invariant;
+use limiter_harness::scenario::{FaultKind, Invariant};
 use limiter_harness_tests::{Kind, example, run_spec, scenario};
 
 fn verdict_of(report: &Report, invariant: Invariant) -> Verdict {
@@ -813,38 +813,88 @@ fn instances_used(run_dir: &std::path::Path) -> std::collections::BTreeSet<u32> 
         .collect()
 }
 
-/// A Python adapter as two app instances (two adapter processes, requests spread over both)
-/// and with instance 1's clock 2 s ahead: incident 2's daily cap (examples/python/daily_cap.py)
-/// names its key by the window of the request's `now_ms`, so with agreeing clocks it stays
-/// within its limit, and with the skew the two instances count in different "days" and
-/// admit one identity more than its bound.
+/// The Python adapters as two app instances (two adapter processes, requests spread over
+/// both) and with instance 1's clock 2 s ahead. Incident 2's daily cap
+/// (examples/python/daily_cap.py) names its key by the window of the request's `now_ms`, so
+/// with agreeing clocks it stays within its limit, and with the skew the two instances count
+/// in different "days" and admit one identity more than its bound. Incident 1's fix
+/// (examples/python/fixed_window_fixed.py) sets a relative TTL: the server's clock decides,
+/// and the skew changes nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn python_adapters_run_as_two_instances_and_get_the_skewed_clock() {
     let cap = format!("exec:python3 {}", example("python/daily_cap.py").display());
-    python("fixed_window_fixed"); // asserts redis-py is installed
+    let fixed = python("fixed_window_fixed"); // asserts redis-py is installed
 
     let skewed = scenario("clock-skew-two-instances");
     assert_eq!(skewed.limit.instances, 2);
     assert_eq!(skewed.faults.len(), 1, "the scenario's one fault is the clock skew");
     let mut agreeing = skewed.clone();
     agreeing.faults.clear();
-    for (s, admitted) in [(agreeing, Verdict::Valid), (skewed, Verdict::Invalid)] {
+    let cases = [
+        (&cap, agreeing, Verdict::Valid),
+        (&cap, skewed.clone(), Verdict::Invalid),
+        (&fixed, skewed, Verdict::Valid),
+    ];
+    for (limiter, s, admitted) in cases {
         let skew = !s.faults.is_empty();
-        let (report, dir) = run_spec(s, &cap, Kind::Process, false).await.unwrap();
+        let (report, dir) = run_spec(s, limiter, Kind::Process, false).await.unwrap();
+        let case = format!("{limiter}, skew: {skew}");
         assert_eq!(
             instances_used(dir.path()),
             [0, 1].into(),
-            "both instances served requests (skew: {skew})"
+            "both instances served requests ({case})"
         );
         assert_eq!(
             verdict_of(&report, Invariant::AdmittedWithinLimit),
             admitted,
-            "skew: {skew}: {report:#?}"
+            "{case}: {report:#?}"
         );
         assert_eq!(
             verdict_of(&report, Invariant::TtlPresent),
             Verdict::Valid,
-            "skew: {skew}: {report:#?}"
+            "{case}: {report:#?}"
         );
+        if admitted == Verdict::Valid {
+            assert_eq!(report.verdict, Verdict::Valid, "{case}: {report:#?}");
+        }
     }
+}
+
+/// `failover-readonly`'s point, on Python adapters: incident 1's fix keeps its connections
+/// on the demoted node and fails every request after the failover (never-recovered); the
+/// same transaction with a reconnect on READONLY (examples/python/fixed_window_reconnecting.py)
+/// recovers through the endpoint and passes, no counter reset and every key with a TTL.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_reconnects_on_readonly_recovers_from_a_failover() {
+    let (report, _dir) = run_spec(
+        scenario("failover-readonly"),
+        &python("fixed_window_fixed"),
+        Kind::Process,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        verdict_of(&report, Invariant::RecoversAfterFault),
+        Verdict::Invalid,
+        "{report:#?}"
+    );
+
+    let (report, _dir) = run_spec(
+        scenario("failover-readonly"),
+        &python("fixed_window_reconnecting"),
+        Kind::Process,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.verdict, Verdict::Valid, "{report:#?}");
+    assert!(
+        report
+            .faults
+            .iter()
+            .any(|f| f.kind == FaultKind::Failover && f.fired == 1),
+        "the failover struck: {:?}",
+        report.faults
+    );
 }

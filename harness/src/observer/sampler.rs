@@ -47,21 +47,44 @@ async fn scan_patterns(
 /// Every key matching the glob `pattern` (SCAN, never KEYS).
 pub async fn scan_matching(conn: &mut MultiplexedConnection, pattern: &str) -> RedisResult<Vec<String>> {
     let mut keys = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
+    let mut scan = Scan::new(pattern);
+    while let Some(batch) = scan.next_batch(conn).await? {
+        keys.extend(batch);
+    }
+    Ok(keys)
+}
+
+/// A SCAN MATCH over the keyspace, a batch at a time (the server's cursor; a key may come
+/// twice, as SCAN promises no more).
+struct Scan<'a> {
+    pattern: &'a str,
+    /// `None` once the server said the scan is complete.
+    cursor: Option<u64>,
+}
+
+impl<'a> Scan<'a> {
+    fn new(pattern: &'a str) -> Self {
+        Self {
+            pattern,
+            cursor: Some(0),
+        }
+    }
+
+    /// The next batch of keys, or `None` when the scan is over.
+    async fn next_batch(&mut self, conn: &mut MultiplexedConnection) -> RedisResult<Option<Vec<String>>> {
+        let Some(cursor) = self.cursor else {
+            return Ok(None);
+        };
         let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(pattern)
+            .arg(self.pattern)
             .arg("COUNT")
             .arg(1000)
             .query_async(conn)
             .await?;
-        keys.extend(batch);
-        if next == 0 {
-            return Ok(keys);
-        }
-        cursor = next;
+        self.cursor = (next != 0).then_some(next);
+        Ok(Some(batch))
     }
 }
 
@@ -75,25 +98,13 @@ pub async fn sample_keys(conn: &mut MultiplexedConnection, layout: &KeyLayout) -
     // A key two globs match is read once.
     let mut listed: HashSet<String> = HashSet::new();
     for pattern in layout.patterns() {
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(conn)
-                .await?;
+        let mut scan = Scan::new(&pattern);
+        while let Some(batch) = scan.next_batch(conn).await? {
             let keys: Vec<String> = batch
                 .into_iter()
                 .filter(|k| layout.identity_of(k.as_bytes()).is_some() && listed.insert(k.clone()))
                 .collect();
             read_keys(conn, &keys, &mut samples).await?;
-            if next == 0 {
-                break;
-            }
-            cursor = next;
         }
     }
     samples.sort_by(|a, b| a.key.cmp(&b.key));
