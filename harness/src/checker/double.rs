@@ -13,7 +13,8 @@
 //! Through the fault proxy there is direct evidence too, for every algorithm: after a
 //! `drop-reply` fault let a request's write execute and dropped its reply, the same request
 //! sending the same write again is a retry the server counts a second time — unless another
-//! request of the identity was in flight then, whose write it may have been.
+//! request of the identity was in flight when the write was sent or when it was seen again:
+//! either may have been that one's.
 
 use super::unseen::keys_unseen;
 use super::{Anomaly, CheckInput, CheckResult, Verdict};
@@ -145,11 +146,11 @@ fn retried_writes(input: &CheckInput<'_>) -> (Vec<Anomaly>, usize) {
     let mut judged = 0;
     for fault in h.faults.iter().filter(|f| f.kind == FaultKind::DropReply) {
         let Some(id) = fault.request else { continue };
-        let trips: Vec<_> = h.wire.iter().filter(|w| w.request == Some(id)).collect();
+        let trips: Vec<_> = h.wire_of(id).collect();
         let Some(dropped) = trips.iter().rev().find(|w| w.t_us <= fault.t_us) else {
             continue;
         };
-        let identity = h.requests.iter().find(|r| r.id == id).map(|r| r.identity);
+        let identity = h.request(id).map(|r| r.identity);
         let writes: Vec<String> = dropped
             .commands
             .iter()
@@ -160,10 +161,13 @@ fn retried_writes(input: &CheckInput<'_>) -> (Vec<Anomaly>, usize) {
             .iter()
             .filter(|w| w.t_us > fault.t_us)
             .find(|w| w.commands.iter().any(|c| writes.contains(&command_name(c))));
-        // With another request of the identity in flight, the write seen again may be that
-        // one's (the proxy puts a round trip down to the oldest): not a retry to judge.
-        if let (Some(again), Some(identity)) = (again, identity)
-            && h.another_in_flight(identity, id, again.t_us)
+        // With another request of the identity in flight when the write was sent, or when it
+        // was seen again, either may be that one's (the proxy puts a round trip down to the
+        // oldest request in flight): not a retry to judge.
+        if let Some(identity) = identity
+            && std::iter::once(dropped)
+                .chain(again)
+                .any(|trip| h.another_in_flight(identity, id, trip.t_us))
         {
             continue;
         }

@@ -2,7 +2,7 @@
 //! completions, samples, and keyspace events per key.
 
 use crate::scenario::FaultKind;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{Event, KeySample, Outcome, PhaseEdge};
 use crate::keys::{KeyLayout, Sighting};
@@ -124,6 +124,14 @@ pub struct HistoryIndex {
     pub by_key: BTreeMap<String, Vec<usize>>,
     /// (identity, request position), sorted: each identity's requests in invocation order.
     by_identity: Vec<(u32, usize)>,
+    /// Request position by request id.
+    by_id: HashMap<u64, usize>,
+    /// Positions in `wire` of each request's round trips, in order.
+    wire_by_request: HashMap<u64, Vec<usize>>,
+    /// The longest a completed request took, invocation to completion.
+    longest_us: u64,
+    /// Positions of the requests never answered (the run was cut short), in order.
+    unanswered: Vec<usize>,
     pub samples: Vec<Sample>,
     /// Keyspace notifications per key: (t_us, event).
     pub keyspace: BTreeMap<String, Vec<(u64, String)>>,
@@ -233,8 +241,18 @@ impl HistoryIndex {
                 index.by_key.entry(key.clone()).or_default().push(pos);
             }
             index.by_identity.push((request.identity, pos));
+            index.by_id.insert(request.id, pos);
+            match request.complete_us {
+                Some(end_us) => index.longest_us = index.longest_us.max(end_us.saturating_sub(request.invoke_us)),
+                None => index.unanswered.push(pos),
+            }
         }
         index.by_identity.sort_unstable();
+        for (pos, trip) in index.wire.iter().enumerate() {
+            if let Some(id) = trip.request {
+                index.wire_by_request.entry(id).or_default().push(pos);
+            }
+        }
         index.add_unanswered(layout);
         index.samples.sort_by_key(|s| s.t_start_us);
         if !foreign.is_empty() {
@@ -535,12 +553,46 @@ impl HistoryIndex {
         positions.into_iter().map(|p| &self.requests[p]).collect()
     }
 
+    /// The request numbered `id`.
+    pub fn request(&self, id: u64) -> Option<&Request> {
+        self.by_id.get(&id).map(|&p| &self.requests[p])
+    }
+
+    /// The round trips the fault proxy put down to request `id`, in order.
+    pub fn wire_of(&self, id: u64) -> impl Iterator<Item = &WireRecord> {
+        self.wire_by_request
+            .get(&id)
+            .into_iter()
+            .flatten()
+            .map(|&p| &self.wire[p])
+    }
+
     /// Whether a request of `identity` other than `id` was in flight at `t_us`.
     pub fn another_in_flight(&self, identity: u32, id: u64, t_us: u64) -> bool {
-        self.positions_of(identity)
+        self.in_flight(identity, t_us).iter().any(|r| r.id != id)
+    }
+
+    /// The requests of `identity` in flight at `t_us` (invoked, not yet complete), in
+    /// invocation order. Only those invoked within the longest request's time before `t_us`
+    /// are looked at, and the unanswered ones.
+    pub fn in_flight(&self, identity: u32, t_us: u64) -> Vec<&Request> {
+        let positions = self.positions_of(identity);
+        let invoked_us = |p: usize| self.requests[p].invoke_us;
+        let to = positions.partition_point(|&(_, p)| invoked_us(p) <= t_us);
+        let earliest_us = t_us.saturating_sub(self.longest_us);
+        let from = positions[..to].partition_point(|&(_, p)| invoked_us(p) < earliest_us);
+        let answered = positions[from..to]
             .iter()
-            .map(|&(_, p)| &self.requests[p])
-            .any(|r| r.id != id && r.invoke_us <= t_us && t_us <= r.end_us())
+            .map(|&(_, p)| p)
+            .filter(|&p| self.requests[p].complete_us.is_some_and(|end_us| t_us <= end_us));
+        let unanswered = self
+            .unanswered
+            .iter()
+            .copied()
+            .filter(|&p| self.requests[p].identity == identity && invoked_us(p) <= t_us);
+        let mut found: Vec<usize> = answered.chain(unanswered).collect();
+        found.sort_unstable();
+        found.into_iter().map(|p| &self.requests[p]).collect()
     }
 
     /// The positions of `identity`'s requests, in invocation order.
