@@ -95,6 +95,24 @@ bench-proxy: build
     {{harness}} bench --proxy -c 50 -n 200000 --rounds 3
     {{harness}} bench --proxy -c 1 -n 20000 --rounds 3
 
+# The checkers' cost on a fault-heavy history: one identity's burst of 25,000, 50,000 and 100,000 requests with an error injected into every INCR; each run's wall time against its traffic's.
+bench-checkers: build
+    #!/usr/bin/env bash
+    set -euo pipefail
+    dir=target/bench-checkers
+    mkdir -p "$dir"
+    for n in 25000 50000 100000; do
+      file="$dir/every-incr-errors-$n.toml"
+      sed "s/^requests = .*/requests = $n/" examples/scenarios/every-incr-errors.toml > "$file"
+      start=$(date +%s.%N)
+      out=$({{harness}} run "$file" --limiter incr-then-expire --backend process --no-progress --report-dir "$dir/run-$n" 2>&1) || true
+      wall=$(echo "$(date +%s.%N) - $start" | bc)
+      traffic_ms=$(echo "$out" | sed -n 's/.* requests: .*; \([0-9]*\) ms$/\1/p')
+      [ -n "$traffic_ms" ] || { echo "$out"; exit 1; }
+      printf '%7d requests: traffic %6.2f s, whole run %6.2f s, outside the traffic %5.1f us per request\n' \
+        "$n" "$(echo "$traffic_ms / 1000" | bc -l)" "$wall" "$(echo "($wall * 1000 - $traffic_ms) * 1000 / $n" | bc -l)"
+    done
+
 # Formatting and lints, as CI checks them.
 lint:
     cargo fmt --all -- --check
