@@ -898,3 +898,29 @@ async fn a_client_that_reconnects_on_readonly_recovers_from_a_failover() {
         report.faults
     );
 }
+
+/// A serial adapter (one request at a time, redis-py with a 2 s socket timeout) through a
+/// server pause longer than the harness's 5 s reply timeout (`server-pause-timeouts` at a
+/// 1000 ms window: a 9.8 s pause): every request queued behind the paused one waits the
+/// pause out. The reply timeout stretches by the scenario's longest fault hold-up, so the
+/// adapter is not declared dead and the run judges how it failed (before: unknown, "missed
+/// 3 replies in a row").
+#[tokio::test(flavor = "multi_thread")]
+async fn a_serial_adapter_waits_out_a_server_pause_longer_than_the_reply_timeout() {
+    let mut s = scenario("server-pause-timeouts");
+    s.rescale_window(1000).expect("rescaled");
+    assert!(s.hold_up_ms_max() > 9_000, "the pause outlasts the 5 s reply timeout");
+    let (report, _dir) = run_spec(s, &python("fixed_window_fixed"), Kind::Process, false)
+        .await
+        .unwrap();
+    assert!(
+        !report.problems.iter().any(|p| p.contains("declared dead")),
+        "{:?}",
+        report.problems
+    );
+    assert_eq!(
+        verdict_of(&report, Invariant::FailsAsDeclared),
+        Verdict::Valid,
+        "{report:#?}"
+    );
+}

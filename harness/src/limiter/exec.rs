@@ -44,7 +44,9 @@ use crate::scenario::Limit;
 pub const PROTOCOL_VERSION: u32 = 2;
 /// How long the adapter has to print its hello line.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long one request may wait for its reply before it is called indeterminate.
+/// How long one request may wait for its reply before it is called indeterminate, when no
+/// fault of the scenario holds requests up; one that does adds its longest hold-up (a serial
+/// adapter waits out a server pause with every request queued behind it).
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Ids of `plant` messages: far above any request id.
 const PLANT_IDS_FROM: u64 = 1 << 62;
@@ -196,6 +198,8 @@ struct Adapter {
     pgid: Option<i32>,
     recorder: Recorder,
     clock: RunClock,
+    /// [`REPLY_TIMEOUT`] plus the scenario's longest fault hold-up.
+    reply_timeout: Duration,
 }
 
 impl Adapter {
@@ -329,7 +333,7 @@ impl Adapter {
             self.end(
                 &format!(
                     "it missed {MISSED_IN_ROW_MAX} replies in a row (none within {} ms)",
-                    REPLY_TIMEOUT.as_millis()
+                    self.reply_timeout.as_millis()
                 ),
                 true,
             );
@@ -346,7 +350,7 @@ impl Adapter {
         }
         let detail = format!(
             "protocol violation: no reply within {} ms to request #{id}",
-            REPLY_TIMEOUT.as_millis()
+            self.reply_timeout.as_millis()
         );
         self.missed(detail.clone());
         Err(indeterminate(detail))
@@ -402,6 +406,7 @@ impl ExecSession {
             pgid,
             recorder: env.recorder.clone(),
             clock: env.clock,
+            reply_timeout: REPLY_TIMEOUT + env.fault_hold_up,
         });
         let reader = tokio::spawn(read_replies(stdout, Arc::clone(&adapter)));
         let name = hello
@@ -436,7 +441,7 @@ impl ExecSession {
     async fn exchange(&self, id: u64, line: Vec<u8>) -> RedisResult<Answer> {
         let mut rx = self.adapter.enlist(id)?;
         self.send(id, line).await?;
-        match tokio::time::timeout(REPLY_TIMEOUT, &mut rx).await {
+        match tokio::time::timeout(self.adapter.reply_timeout, &mut rx).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(indeterminate("the adapter went away before replying".into())),
             Err(_) => self.adapter.timed_out(id, rx).await,
@@ -447,7 +452,7 @@ impl ExecSession {
     /// write gives up with the reply, and counts as a missed reply.
     async fn send(&self, id: u64, mut line: Vec<u8>) -> RedisResult<()> {
         line.push(b'\n');
-        let written = tokio::time::timeout(REPLY_TIMEOUT, async {
+        let written = tokio::time::timeout(self.adapter.reply_timeout, async {
             let mut stdin = self.stdin.lock().await;
             match stdin.as_mut() {
                 Some(s) => s.write_all(&line).await.and(s.flush().await),
@@ -461,7 +466,7 @@ impl ExecSession {
             Err(_) => (
                 format!(
                     "the adapter has not read its stdin for {} ms",
-                    REPLY_TIMEOUT.as_millis()
+                    self.adapter.reply_timeout.as_millis()
                 ),
                 true,
             ),
@@ -796,6 +801,7 @@ mod tests {
             pgid: None,
             recorder,
             clock: RunClock::start(),
+            reply_timeout: REPLY_TIMEOUT,
         });
         (adapter, handle)
     }

@@ -56,6 +56,9 @@ pub struct LimiterEnv {
     /// The run's id: an adapter carries it in its environment (`LIMITER_HARNESS_RUN`), so
     /// that what it starts can be found and stopped.
     pub run_id: String,
+    /// The longest one strike of the scenario's faults can hold a request up
+    /// ([`crate::scenario::Scenario::hold_up_ms_max`]): an adapter's reply may be that late.
+    pub fault_hold_up: std::time::Duration,
 }
 
 /// What planting an identity's exhausted state came to.

@@ -283,6 +283,7 @@ async fn start_limiter(
                 clock,
                 report_dir: config.report_dir.clone(),
                 run_id: state.run_id.clone(),
+                fault_hold_up: Duration::from_millis(config.scenario.hold_up_ms_max()),
             })
             .await?
             .unwrap_or_else(|| Arc::clone(&config.limiter));

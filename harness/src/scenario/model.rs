@@ -177,30 +177,18 @@ impl Scenario {
         for fault in &self.faults {
             // What one strike can hold a request up, times the strikes (every request at
             // most, when the fault strikes every matching gap or command).
-            let (delay_ms, times) = match fault {
-                Fault::StallBetweenRoundTrips(GapFault {
-                    action: GapFaultAction::Stall { stall_ms },
-                    times,
-                    ..
-                }) => (*stall_ms, *times),
-                Fault::OnCommand(CommandFault { action, times, .. }) => match action {
-                    CommandFaultAction::DelayReply { delay_ms } => (*delay_ms, *times),
-                    // A lost reply or connection costs a client's reply timeout (5 s at most).
-                    CommandFaultAction::DropReply | CommandFaultAction::ResetConnection => (5_000, *times),
-                    CommandFaultAction::InjectError { .. } => (0, *times),
-                },
-                // A pause holds every request in flight for its length; a restart takes seconds.
-                Fault::Server(ServerFault {
-                    action: ServerAction::Pause { pause_ms },
-                    ..
-                }) => (*pause_ms, Some(1)),
-                Fault::Server(_) => (10_000, Some(1)),
-                _ => (0, None),
-            };
+            let (delay_ms, times) = strike_hold_up_ms(fault);
             let strikes = times.unwrap_or(requests).min(requests);
             ms = ms.saturating_add(delay_ms.saturating_mul(strikes));
         }
         ms
+    }
+
+    /// The longest one strike of any of the scenario's faults can hold a request up (a
+    /// stall, a reply delay, 5 s for a lost reply, a pause, 10 s for another server fault);
+    /// 0 without such a fault. An exec adapter's reply timeout is stretched by it.
+    pub fn hold_up_ms_max(&self) -> u64 {
+        self.faults.iter().map(|f| strike_hold_up_ms(f).0).max().unwrap_or(0)
     }
 
     /// Describe the limiter's keys from the command line (`--keys`), overriding the file.
@@ -264,6 +252,31 @@ impl Scenario {
         scaled.adjusted.window_ms = Some(window_ms);
         *self = scaled;
         Ok(())
+    }
+}
+
+/// What one strike of `fault` can hold a request up, in ms, and how many times it strikes
+/// (`None`: every matching gap or command).
+fn strike_hold_up_ms(fault: &Fault) -> (u64, Option<u64>) {
+    match fault {
+        Fault::StallBetweenRoundTrips(GapFault {
+            action: GapFaultAction::Stall { stall_ms },
+            times,
+            ..
+        }) => (*stall_ms, *times),
+        Fault::OnCommand(CommandFault { action, times, .. }) => match action {
+            CommandFaultAction::DelayReply { delay_ms } => (*delay_ms, *times),
+            // A lost reply or connection costs a client's reply timeout (5 s at most).
+            CommandFaultAction::DropReply | CommandFaultAction::ResetConnection => (5_000, *times),
+            CommandFaultAction::InjectError { .. } => (0, *times),
+        },
+        // A pause holds every request in flight for its length; a restart takes seconds.
+        Fault::Server(ServerFault {
+            action: ServerAction::Pause { pause_ms },
+            ..
+        }) => (*pause_ms, Some(1)),
+        Fault::Server(_) => (10_000, Some(1)),
+        _ => (0, None),
     }
 }
 

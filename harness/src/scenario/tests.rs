@@ -874,6 +874,24 @@ fn a_scenario_planning_more_requests_than_the_cap_says_the_cap_and_the_figure() 
 }
 
 #[test]
+fn the_longest_hold_up_is_the_longest_one_strike_of_any_fault() {
+    assert_eq!(parse_ok(MINIMAL).hold_up_ms_max(), 0, "no fault holds anything up");
+    // FULL: a 1500 ms stall on every gap; one strike holds a request up 1500 ms.
+    assert_eq!(parse_ok(FULL).hold_up_ms_max(), 1_500);
+    let with_pause = |pause_ms: u64| {
+        edit(
+            MINIMAL,
+            "[check]",
+            &format!(
+                "[[fault]]\nkind = \"server-pause\"\nphase = \"burst-2\"\nafter_ms = 0\npause_ms = {pause_ms}\n\n[check]"
+            ),
+        )
+    };
+    assert_eq!(parse_ok(&with_pause(9_000)).hold_up_ms_max(), 9_000);
+    assert_eq!(parse_ok(&with_pause(90)).hold_up_ms_max(), 90);
+}
+
+#[test]
 fn the_deadline_is_derived_from_phases_and_faults_unless_the_scenario_sets_it() {
     // A minute and twice the worst case: the 100 ms steady phase, 5 ms for each of the 20
     // burst requests.
