@@ -50,6 +50,61 @@ fn limits_history(keys_on_the_wire: &[&str]) -> HistoryBuilder {
 
 // ---- real layouts -----------------------------------------------------------------------
 
+/// A key per window (a daily cap) in a burst through the proxy: request 3 counted 50 on
+/// yesterday's key, but the proxy put today's first command (request 4's) down to it, so it
+/// is recorded on today's key, where request 5 then counts 2. A count of 50 on a key no more
+/// than 4 requests can have reached is impossible: it is not compared, and there is no
+/// reset. The same drop from a count the key could have reached is one.
+#[test]
+fn a_count_its_key_could_not_have_reached_is_not_compared() {
+    let with = |count_3: i64| {
+        let history = HistoryBuilder::new()
+            .request_on(
+                1,
+                0,
+                (us(0), us(1)),
+                Outcome::Allowed,
+                Some(48),
+                &["INCR"],
+                &["day:0:1"],
+            )
+            .request_on(
+                2,
+                0,
+                (us(10), us(11)),
+                Outcome::Allowed,
+                Some(49),
+                &["INCR"],
+                &["day:0:1"],
+            )
+            .request_on(
+                3,
+                0,
+                (us(20), us(21)),
+                Outcome::Allowed,
+                Some(count_3),
+                &["INCR"],
+                &["day:0:2"],
+            )
+            .request_on(4, 0, (us(20), us(30)), Outcome::Allowed, Some(1), &[], &[])
+            .request_on(
+                5,
+                0,
+                (us(40), us(41)),
+                Outcome::Allowed,
+                Some(2),
+                &["INCR"],
+                &["day:0:2"],
+            );
+        judge(&history, &["day:{identity}:*"], NoCounterReset)
+    };
+    let impossible = with(50);
+    assert!(impossible.anomalies.is_empty(), "{impossible:#?}");
+    let possible = with(4);
+    let kinds: Vec<&str> = possible.anomalies.iter().map(|a| a.kind.as_str()).collect();
+    assert_eq!(kinds, ["reset-unexplained"], "{possible:#?}");
+}
+
 #[test]
 fn a_limiter_with_its_own_key_is_judged_on_that_key() {
     let history = limits_history(&[LIMITS_KEY]);

@@ -284,9 +284,11 @@ struct Drops {
 /// Walk one key's requests in invocation order, tracking the highest count seen by a
 /// request of the current window that finished before the next one started.
 fn find_drops(history: &HistoryIndex, key: &str, drops: &mut Drops, anomalies: &mut Vec<Anomaly>) {
+    let maybe_on = history.requests_maybe_on(key);
     let requests: Vec<&Request> = history
         .requests_on(key)
         .filter(|r| r.count.is_some() && r.complete_us.is_some() && r.sole_key() == Some(key))
+        .filter(|r| count_possible(history, key, &maybe_on, r))
         .collect();
     let mut by_completion = requests.clone();
     by_completion.sort_by_key(|r| r.complete_us);
@@ -312,6 +314,24 @@ fn find_drops(history: &HistoryIndex, key: &str, drops: &mut Drops, anomalies: &
         epoch_start_us = b.invoke_us;
         best = None;
     }
+}
+
+/// Whether `r`'s count could have been reached on `key`. A counter grows by one per request
+/// (the harness asks for a cost of 1), so by the time `r` completed it cannot exceed the
+/// requests of its identity that may have counted there: those on the key, those whose keys
+/// were never learned, and those in flight beside `r`. A higher count was another key's: with
+/// several of an identity's requests in flight the fault proxy can put a round trip down to
+/// a neighbour (a serial adapter's next command arriving before its reply is read), so a
+/// daily cap's request that counted 6,238 on yesterday's key was once recorded on today's,
+/// where the next counted 32: a false reset. A planted key may start anywhere.
+fn count_possible(history: &HistoryIndex, key: &str, maybe_on: &[&Request], r: &Request) -> bool {
+    if history.planted.contains_key(key) {
+        return true;
+    }
+    let Some(count) = r.count else { return true };
+    let before = maybe_on.partition_point(|q| q.invoke_us <= r.end_us());
+    let beside = history.in_flight(r.identity, r.invoke_us).len();
+    count <= (before + beside) as i64
 }
 
 /// Why `b` counted lower than `a` on `key`: an expiry, an eviction or a restart that lost

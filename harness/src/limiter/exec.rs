@@ -32,7 +32,7 @@ use self::reply::{
     Answer, LINE_MAX, LINE_MAX_TEXT, Line, MISSED_IN_ROW_MAX, Parsed, Tally, indeterminate, interpret, parse_reply,
     read_line_capped, violation,
 };
-use super::{Algorithm, Decision, Limiter, LimiterEnv, Plant, Wire};
+use super::{Algorithm, Decision, Limiter, LimiterEnv, OnReply, Plant, Wire};
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, Recorder};
@@ -200,6 +200,8 @@ struct Adapter {
     clock: RunClock,
     /// [`REPLY_TIMEOUT`] plus the scenario's longest fault hold-up.
     reply_timeout: Duration,
+    /// Told each replied-to id as the reply is read, before the request's waiter wakes.
+    on_reply: Option<OnReply>,
 }
 
 impl Adapter {
@@ -274,18 +276,29 @@ impl Adapter {
                 cut(&String::from_utf8_lossy(line))
             )),
             Parsed::Malformed { id, why } => {
+                self.replied(id);
                 let quoted = cut(&String::from_utf8_lossy(line));
                 self.violated(id, format!("a malformed reply ({why}): `{quoted}`"));
                 Ok(())
             }
             Parsed::Reply(reply) => {
                 let id = reply.id;
+                self.replied(id);
                 match interpret(reply) {
                     Ok(answer) => self.answer(id, answer),
                     Err(why) => self.violated(id, why),
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// The adapter replied to `id`: whatever it sends from now on is another request's. Said
+    /// at once, not when the request's waiter has woken and its completion been recorded: a
+    /// serial adapter sends the next request's first command right after the reply.
+    fn replied(&self, id: u64) {
+        if let Some(on_reply) = &self.on_reply {
+            on_reply(id);
         }
     }
 
@@ -407,6 +420,7 @@ impl ExecSession {
             recorder: env.recorder.clone(),
             clock: env.clock,
             reply_timeout: REPLY_TIMEOUT + env.fault_hold_up,
+            on_reply: env.on_reply.clone(),
         });
         let reader = tokio::spawn(read_replies(stdout, Arc::clone(&adapter)));
         let name = hello
@@ -802,6 +816,7 @@ mod tests {
             recorder,
             clock: RunClock::start(),
             reply_timeout: REPLY_TIMEOUT,
+            on_reply: None,
         });
         (adapter, handle)
     }

@@ -44,6 +44,10 @@ pub fn resolve(spec: &str) -> Result<Arc<dyn Limiter>, SetupError> {
     })
 }
 
+/// Told the id of every request an adapter has replied to, as soon as the reply is read:
+/// the request's round trips are over (the fault proxy stops putting new ones down to it).
+pub type OnReply = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
+
 /// What a limiter may need to start for one run.
 pub struct LimiterEnv {
     /// Where its Redis traffic must go (the fault proxy when it needs one).
@@ -59,6 +63,8 @@ pub struct LimiterEnv {
     /// The longest one strike of the scenario's faults can hold a request up
     /// ([`crate::scenario::Scenario::hold_up_ms_max`]): an adapter's reply may be that late.
     pub fault_hold_up: std::time::Duration,
+    /// Called with each request id an adapter replies to (when the fault proxy runs).
+    pub on_reply: Option<OnReply>,
 }
 
 /// What planting an identity's exhausted state came to.

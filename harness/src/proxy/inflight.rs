@@ -2,7 +2,10 @@
 //! the limiter decides it and ends it after its completion is recorded; the proxy maps a
 //! command to a request by the limiter key it names (the run's [`KeyLayout`] says which keys
 //! are whose). With several requests of one identity in flight (burst phases) the oldest one
-//! is taken.
+//! the limiter has not answered yet is taken: an adapter's reply marks its request answered
+//! as soon as it is read, since a serial adapter sends the next request's first command
+//! right after it (before the completion is recorded, the next command went to the request
+//! just answered: 0.2-2.4 % of a burst's requests).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -14,6 +17,9 @@ use crate::trip::{RequestCtx, TripSummary, keys_at_gap, remember_keys};
 #[derive(Debug)]
 struct Entry {
     ctx: RequestCtx,
+    /// The limiter has answered it (an adapter's reply was read): later round trips are
+    /// another request's, though its completion may not be recorded yet.
+    answered: bool,
     trips: Vec<String>,
     /// Every key the request's commands named, in order of first appearance.
     keys: Vec<String>,
@@ -26,6 +32,8 @@ pub struct InFlight {
     /// proxy is up); until then no command is attributed.
     layout: OnceLock<KeyLayout>,
     by_identity: Mutex<HashMap<u32, Vec<Entry>>>,
+    /// The identity of each request in flight, by id.
+    identity_by_id: Mutex<HashMap<u64, u32>>,
 }
 
 /// What [`InFlight::end`] hands back: the round trips the proxy saw, the keys they named, and
@@ -58,6 +66,10 @@ impl InFlight {
     }
 
     pub fn begin(&self, ctx: &RequestCtx) {
+        self.identity_by_id
+            .lock()
+            .expect("in-flight lock")
+            .insert(ctx.id, ctx.identity);
         self.by_identity
             .lock()
             .expect("in-flight lock")
@@ -65,6 +77,7 @@ impl InFlight {
             .or_default()
             .push(Entry {
                 ctx: ctx.clone(),
+                answered: false,
                 trips: Vec::new(),
                 keys: Vec::new(),
                 holds: Vec::new(),
@@ -72,6 +85,7 @@ impl InFlight {
     }
 
     pub fn end(&self, ctx: &RequestCtx) -> Ended {
+        self.identity_by_id.lock().expect("in-flight lock").remove(&ctx.id);
         let mut map = self.by_identity.lock().expect("in-flight lock");
         let Some(entries) = map.get_mut(&ctx.identity) else {
             return Ended::default();
@@ -92,11 +106,29 @@ impl InFlight {
         self.layout.get()?.identity_of(key)
     }
 
-    /// The request a round trip on `identity`'s keys belongs to; records the trip and its keys.
+    /// Request `id` has been answered (before its completion is recorded): new round trips
+    /// of its identity go to the next request in flight.
+    pub fn answered(&self, id: u64) {
+        let Some(identity) = self.identity_by_id.lock().expect("in-flight lock").get(&id).copied() else {
+            return;
+        };
+        let mut map = self.by_identity.lock().expect("in-flight lock");
+        if let Some(entry) = map
+            .get_mut(&identity)
+            .and_then(|entries| entries.iter_mut().find(|e| e.ctx.id == id))
+        {
+            entry.answered = true;
+        }
+    }
+
+    /// The request a round trip on `identity`'s keys belongs to — the oldest in flight not yet
+    /// answered (the oldest, when every one is) — and records the trip and its keys.
     pub fn trip(&self, identity: u32, trip: &TripSummary) -> Option<Found> {
         let layout = self.layout.get()?;
         let mut map = self.by_identity.lock().expect("in-flight lock");
-        let entry = map.get_mut(&identity)?.first_mut()?;
+        let entries = map.get_mut(&identity)?;
+        let at = entries.iter().position(|e| !e.answered).unwrap_or(0);
+        let entry = entries.get_mut(at)?;
         let keys = keys_at_gap(layout, identity, &entry.keys, trip);
         entry.trips.push(trip.label());
         remember_keys(&mut entry.keys, trip.keys.iter().cloned());
@@ -184,5 +216,25 @@ mod tests {
             Some((2, 1))
         );
         assert!(f.end(&ctx(9, 1)).trips.is_empty());
+    }
+
+    #[test]
+    fn an_answered_request_gets_no_more_trips_though_it_has_not_ended() {
+        let f = InFlight::new();
+        f.set_layout(KeyLayout::default_for("rl:", 2));
+        f.begin(&ctx(1, 0));
+        f.begin(&ctx(2, 0));
+        assert_eq!(f.trip(0, &trip("INCR", &["rl:0"])).map(|t| t.ctx.id), Some(1));
+        f.answered(1);
+        f.answered(99); // not in flight: nothing to do
+        let next = f.trip(0, &trip("INCR", &["rl:0"])).unwrap();
+        assert_eq!((next.ctx.id, next.number), (2, 1), "the next request's first trip");
+        assert_eq!(f.end(&ctx(1, 0)).trips, vec!["INCR"]);
+        f.answered(2);
+        assert_eq!(
+            f.trip(0, &trip("EXPIRE", &["rl:0"])).map(|t| t.ctx.id),
+            Some(2),
+            "every one answered: the oldest, as before"
+        );
     }
 }

@@ -17,7 +17,7 @@ use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, HistoryIndex, Recorder, ServerRole};
 use crate::keys::KeyLayout;
-use crate::limiter::{Limiter, LimiterEnv};
+use crate::limiter::{Limiter, LimiterEnv, OnReply};
 use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults, ServerNemesis};
 use crate::observer::{
     ExpiryWatch, SampleNow, ServerInfo, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info,
@@ -284,6 +284,10 @@ async fn start_limiter(
                 report_dir: config.report_dir.clone(),
                 run_id: state.run_id.clone(),
                 fault_hold_up: Duration::from_millis(config.scenario.hold_up_ms_max()),
+                on_reply: inflight.as_ref().map(|f| {
+                    let inflight = Arc::clone(f);
+                    Arc::new(move |id| inflight.answered(id)) as OnReply
+                }),
             })
             .await?
             .unwrap_or_else(|| Arc::clone(&config.limiter));
