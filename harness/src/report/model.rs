@@ -99,6 +99,10 @@ pub struct FaultSummary {
     /// The fault as the scenario states it.
     pub spec: String,
     pub fired: u64,
+    /// The fault strikes every match (`times = 0`): how many times it struck then depends on
+    /// how many round trips the run made, which timing decides (a window more or less), so
+    /// the reviewed snapshot says that it struck, not how often.
+    pub fired_every_match: bool,
     /// What happened, in plain words (e.g. why it never fired).
     pub outcome: String,
 }

@@ -57,6 +57,8 @@ pub fn render_snapshot(r: &Report) -> String {
     for f in &r.faults {
         let what = if f.kind == FaultKind::MemoryPressure {
             "applied".to_owned()
+        } else if f.fired > 0 && f.fired_every_match {
+            "struck at every match (how often: report.md)".to_owned()
         } else if f.fired > 0 {
             format!("struck {} time(s)", f.fired)
         } else {

@@ -150,11 +150,19 @@ fn faults(facts: &RunFacts, limiter: &LimiterFacts, scenario: &Scenario, index: 
                     (spec, outcome, skewed)
                 }
             };
+            let fired_every_match = match fault {
+                Fault::ExpireBetweenRoundTrips(gap)
+                | Fault::StallBetweenRoundTrips(gap)
+                | Fault::ClientDiesBetweenRoundTrips(gap) => gap.times.is_none(),
+                Fault::OnCommand(c) => c.times.is_none(),
+                Fault::MemoryPressure(_) | Fault::Server(_) | Fault::ClockSkew(_) => false,
+            };
             FaultSummary {
                 index: i,
                 kind: fault.kind(),
                 spec,
                 fired,
+                fired_every_match,
                 outcome,
             }
         })

@@ -109,3 +109,63 @@ fn a_regressed_cell_as_junit_and_summary() {
         render_summary("service", &["tiny".into()], &["api".into()], &cells, &comparison.cells)
     );
 }
+
+/// A cell of `tiny` with one `delay-reply` fault (`times` as given, `None`: every match)
+/// that struck `strikes` times, judged from a hand-written history.
+fn delayed_cell_snapshot(times: Option<u64>, strikes: u64) -> String {
+    let times_line = times
+        .map(|t| format!("times = {t}\n"))
+        .unwrap_or_else(|| "times = 0\n".into());
+    let scenario = format!("{SCENARIO}\n[[fault]]\nkind = \"delay-reply\"\ndelay_ms = 1\n{times_line}");
+    let header = Event::Run {
+        scenario: "tiny".into(),
+        limiter: "incr-then-expire".into(),
+        seed: 3,
+        backend: "process".into(),
+        reproduce: "limiter-harness run scenarios/tiny.toml --limiter incr-then-expire --seed 3".into(),
+        scenario_file: "scenarios/tiny.toml".into(),
+        scenario_text: scenario,
+        shipped: false,
+        adjust: Adjust::default(),
+    };
+    let limiter = Event::Limiter {
+        t_us: 0,
+        limiter: LimiterFacts {
+            name: "incr-then-expire".into(),
+            algorithm: Algorithm::FixedWindow,
+            round_trips_max: 2,
+            commands: "INCR; PEXPIRE".into(),
+            ttl_max_windows: None,
+            keys: vec!["rl:{identity}".into()],
+            keys_from: LayoutSource::Default,
+            keys_note: None,
+            proxy: None,
+        },
+    };
+    let mut body = HistoryBuilder::new().allowed(1, 0, 0, 10, 1);
+    for n in 0..strikes {
+        body = body.command_fault(1 + n, crate::scenario::FaultKind::DelayReply, 1, "INCR");
+    }
+    let body = body.sample(300, true, &[("rl:0", 700, Some("1"))]);
+    let mut events = vec![header, limiter];
+    events.extend(body.events().iter().cloned());
+    let judged = judge_history(events).expect("a whole history");
+    crate::report::render_snapshot(&judged.report)
+}
+
+#[test]
+fn a_fault_that_strikes_every_match_is_snapshotted_without_its_count() {
+    // How often a `times = 0` fault strikes follows the round trips the run made, which
+    // timing decides (e.g. one PEXPIRE per window): the reviewed snapshot must not change
+    // with it, while report.md keeps the count.
+    let three = delayed_cell_snapshot(None, 3);
+    let five = delayed_cell_snapshot(None, 5);
+    assert_eq!(three, five);
+    assert!(
+        three.contains("— struck at every match (how often: report.md)"),
+        "{three}"
+    );
+    // A bounded fault's count is the seed's: it stays in the snapshot.
+    let bounded = delayed_cell_snapshot(Some(2), 2);
+    assert!(bounded.contains("— struck 2 time(s)"), "{bounded}");
+}
