@@ -113,6 +113,28 @@ bench-checkers: build
         "$n" "$(echo "$traffic_ms / 1000" | bc -l)" "$wall" "$(echo "($wall * 1000 - $traffic_ms) * 1000 / $n" | bc -l)"
     done
 
+# A loaded machine, on purpose: beside two CPU hogs, the whole catalog (no cell its scenario expects to pass may be INVALID) and the 200,000-identity scale run (never INVALID). Prints the figures; exit 1 on a false INVALID.
+loaded: build
+    #!/usr/bin/env bash
+    set -uo pipefail
+    hogs=()
+    for i in 1 2; do (while :; do :; done) & hogs+=($!); done
+    trap 'kill "${hogs[@]}" 2>/dev/null' EXIT
+    start=$(date +%s.%N)
+    matrix=$({{harness}} matrix --backend process --no-progress --out target/loaded 2>&1)
+    printf 'matrix beside two hogs: %.1f s\n' "$(echo "$(date +%s.%N) - $start" | bc)"
+    false_invalid=$(grep -E ': INVALID in .*differs from the expectation' <<<"$matrix" || true)
+    echo "$matrix" | tail -1
+    start=$(date +%s.%N)
+    scale=$({{harness}} run examples/scenarios/scale-200k.toml --limiter lua-fixed-window --backend process --no-progress --report-dir target/loaded/scale-200k 2>&1)
+    scale_exit=$?
+    printf 'scale-200k × lua-fixed-window beside two hogs: exit %s, %.1f s\n' "$scale_exit" "$(echo "$(date +%s.%N) - $start" | bc)"
+    grep -E '^  (no-counter-reset|admitted-within-limit)|requests:' <<<"$scale"
+    if [ -n "$false_invalid" ] || [ "$scale_exit" = 1 ]; then
+      echo "FALSE INVALID under load:"; echo "$false_invalid"; exit 1
+    fi
+    echo "no cell expected to pass was INVALID"
+
 # Formatting and lints, as CI checks them.
 lint:
     cargo fmt --all -- --check

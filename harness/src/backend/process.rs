@@ -68,6 +68,11 @@ fn spawn_server(server: &LocalServer, port: u16, dir: &Path, options: StartOptio
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
         .stderr(log)
+        // A group of its own: when the harness runs detached (`nohup`, a CI step's background
+        // job), its own group can be orphaned, and the kernel then sends SIGCONT to every
+        // stopped member when any process of the group exits — thawing a server the nemesis
+        // paused with SIGSTOP (every `server-pause` cell of a matrix answered during its pause).
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("spawning {}: {e}", server.binary.display()))

@@ -73,6 +73,15 @@ pub fn no_counter_reset(input: &CheckInput<'_>) -> CheckResult {
             Verdict::Unknown,
             "keyspace notifications were not available, so evictions cannot be seen, and no two counts on one key could be compared (does the limiter report its count?): nothing to judge a reset by".to_owned(),
         )
+    } else if !drops.late.is_empty() {
+        (
+            Verdict::Unknown,
+            format!(
+                "{} count drop(s) whose end was notified too late to tell an expiry from a reset: {}",
+                drops.late.len(),
+                drops.late.first().map(String::as_str).unwrap_or_default()
+            ),
+        )
     } else if drops.unexplained_blind > 0 {
         (
             Verdict::Unknown,
@@ -276,6 +285,10 @@ fn expired_by(history: &HistoryIndex, key: &str, a: &Request, b: &Request) -> bo
 #[derive(Default)]
 struct Drops {
     expired: usize,
+    /// Drops whose only end was notified too late to place (one line per drop, with why).
+    late: Vec<String>,
+    /// Per key, the arrival of the last notification a late drop took as its end.
+    consumed_us: BTreeMap<String, u64>,
     unexplained_blind: usize,
     /// Counts compared with an earlier one of the same window.
     compared: usize,
@@ -383,6 +396,36 @@ fn explain_drop(
         let outlived = outage_outlived(history, key, outage, b);
         lost_or_expired(outlived, (key, a, b), "reset-by-restart", &how, drops, anomalies);
     } else if history.keyspace_complete {
+        late_end(history, key, a, b, drops, anomalies);
+    } else {
+        drops.unexplained_blind += 1;
+    }
+}
+
+/// A drop with no end of `key` notified in time. Notifications come in the order the
+/// server sent them, so the first end notified after `a` is the end of `a`'s counter when it
+/// had one — however late a loaded machine delivers it — unless that counter vanished without
+/// one and what came is the end of `b`'s own counter. It is not `b`'s when `b`'s counter got
+/// no TTL before it (setting one is notified, `expire`, and would have come first), or when a
+/// later request, sent after it was seen, still counted on from `b` (no drop in between):
+/// `b`'s counter was alive then. When neither tells, the key is unknown, never a reset; with
+/// no end notified at all, the counter vanished unnotified: a reset.
+fn late_end(
+    history: &HistoryIndex,
+    key: &str,
+    a: &Request,
+    b: &Request,
+    drops: &mut Drops,
+    anomalies: &mut Vec<Anomaly>,
+) {
+    let events = history.keyspace.get(key).map(Vec::as_slice).unwrap_or_default();
+    let from_us = a.invoke_us.max(drops.consumed_us.get(key).map_or(0, |t| t + 1));
+    let first = events.partition_point(|(t, _)| *t < from_us);
+    let Some(at) = events[first..]
+        .iter()
+        .position(|(_, e)| matches!(e.as_str(), "expired" | "evicted" | "del"))
+        .map(|i| first + i)
+    else {
         anomalies.push(drop_anomaly(
             key,
             a,
@@ -390,9 +433,51 @@ fn explain_drop(
             "reset-unexplained",
             "it vanished with no expired, evicted or del notification, and no server fault in between (a restart, FLUSHALL or failover?)",
         ));
-    } else {
-        drops.unexplained_blind += 1;
+        return;
+    };
+    let (t_us, event) = (&events[at].0, &events[at].1);
+    drops.consumed_us.insert(key.to_owned(), *t_us);
+    let late = ms(t_us.saturating_sub(b.end_us()));
+    let continued = history
+        .requests_on(key)
+        .find(|c| c.invoke_us >= *t_us && c.count.is_some() && c.complete_us.is_some() && c.sole_key() == Some(key));
+    // In the order they came, not by when they were seen: several can be seen at once.
+    let since_b = events.partition_point(|(t, _)| *t < b.invoke_us);
+    let no_ttl_before = !events[since_b.min(at)..at].iter().any(|(_, e)| e == "expire");
+    let proven = no_ttl_before || continued.is_some_and(|c| c.count > b.count && !dropped_between(history, key, b, c));
+    match (proven, event.as_str()) {
+        (true, "expired") => drops.expired += 1,
+        (true, "del") => anomalies.push(drop_anomaly(
+            key,
+            a,
+            b,
+            "reset-by-del",
+            &format!("a DEL removed it while its window was live (notified {late} after request #{})", b.id),
+        )),
+        // An eviction is reported from its own notification.
+        (true, _) => {}
+        (false, _) => drops.late.push(format!(
+            "{key}: its counter fell from {} (request #{}) to {} (request #{}) and the first end notified after it, `{event}`, came {late} after #{} was answered; whether it ended before #{} cannot be told on a machine that delivered it that late",
+            a.count.unwrap_or_default(),
+            a.id,
+            b.count.unwrap_or_default(),
+            b.id,
+            b.id,
+            b.id
+        )),
     }
+}
+
+/// Whether a request on `key` sent after `b` was answered and before `c` counted no higher
+/// than `b` did (a new counter began in between).
+fn dropped_between(history: &HistoryIndex, key: &str, b: &Request, c: &Request) -> bool {
+    history.requests_on(key).any(|r| {
+        r.invoke_us > b.end_us()
+            && r.invoke_us < c.invoke_us
+            && r.sole_key() == Some(key)
+            && r.count.is_some()
+            && r.count <= b.count
+    })
 }
 
 /// A drop across a server event that kept the keys: an expiry when the key had outlived its

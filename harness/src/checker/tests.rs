@@ -407,6 +407,62 @@ fn no_counter_reset_a_drop_without_any_notification_is_unexplained() {
 }
 
 #[test]
+fn no_counter_reset_an_expiry_notified_late_is_still_an_expiry() {
+    // A loaded machine: the key expired before request 4 (count 1), but its `expired` was
+    // seen 300 ms after request 4's answer. It came before the `expire` that gave request 4's
+    // new counter its TTL (notifications keep the server's order), so it ended the old one.
+    let result = three_requests()
+        .allowed(4, 0, 1100, 1102, 1)
+        .keyspace(1402, "rl:0", "expired")
+        .keyspace(1402, "rl:0", "expire")
+        .check_one(NoCounterReset);
+    assert_verdict(&result, Verdict::Valid);
+    assert_note_has(&result, "1 window(s) ended by expiry");
+}
+
+#[test]
+fn no_counter_reset_a_late_end_that_may_be_the_new_counters_is_unknown_not_a_reset() {
+    // The TTL of request 4's counter was set (`expire`) before the only `expired` came: that
+    // may be the new counter's own end, and the old one may have vanished unnotified.
+    let late = three_requests()
+        .allowed(4, 0, 1100, 1102, 1)
+        .keyspace(1101, "rl:0", "expire")
+        .keyspace(1402, "rl:0", "expired");
+    let result = late.check_one(NoCounterReset);
+    assert_verdict(&result, Verdict::Unknown);
+    assert_summary_has(&result, "notified too late to tell an expiry from a reset");
+    assert_summary_has(&result, "rl:0: its counter fell from 3 (request #3) to 1 (request #4)");
+    // A request sent after that notification still counting on from request 4 shows request
+    // 4's counter was alive then: the end was the old counter's.
+    let result = late.allowed(5, 0, 1500, 1502, 2).check_one(NoCounterReset);
+    assert_verdict(&result, Verdict::Valid);
+    // But not when a new counter began in between (request 5 counted 1 again).
+    let result = three_requests()
+        .allowed(4, 0, 1100, 1102, 1)
+        .keyspace(1101, "rl:0", "expire")
+        .allowed(5, 0, 1300, 1302, 1)
+        .keyspace(1402, "rl:0", "expired")
+        .allowed(6, 0, 1500, 1502, 2)
+        .check_one(NoCounterReset);
+    assert_verdict(&result, Verdict::Unknown);
+}
+
+#[test]
+fn admitted_within_limit_a_late_expiry_does_not_join_two_windows() {
+    // Counts 1..8, the key expires, counts 1..8 again, and the `expired` is seen only after
+    // all of them: 16 admissions "between two ends", but two counters of 8.
+    let history = (0..8).fold(HistoryBuilder::new(), |h, i| {
+        h.allowed(i + 1, 0, i * 100, i * 100 + 2, i as i64 + 1)
+    });
+    let history = (0..8).fold(history, |h, i| {
+        h.allowed(9 + i, 0, 1000 + i * 50, 1002 + i * 50, i as i64 + 1)
+    });
+    let result = history.keyspace(1600, "rl:0", "expired").check_one(AdmittedWithinLimit);
+    let kinds: Vec<&str> = anomalies(&result).iter().map(|(kind, ..)| *kind).collect();
+    assert!(!kinds.contains(&"over-admission-in-window"), "{result:#?}");
+}
+
+#[test]
 fn no_counter_reset_unknown_when_notifications_were_lost_and_a_drop_is_unexplained() {
     let result = three_requests()
         .keyspace_lost()

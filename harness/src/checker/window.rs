@@ -71,13 +71,25 @@ pub(super) fn over_window(history: &HistoryIndex, max: u64) -> Vec<Anomaly> {
             .collect();
         let mut from = 0u64;
         for to in ends.iter().copied().chain(std::iter::once(u64::MAX)) {
-            let inside: Vec<&&Request> = requests
+            let between: Vec<&Request> = requests
                 .iter()
-                .filter(|r| r.allowed())
+                .copied()
                 .filter(|r| from == 0 || r.invoke_us > from + BOUNDARY_US)
                 .filter(|r| to == u64::MAX || r.end_us() + BOUNDARY_US < to)
                 .collect();
-            if inside.len() as u64 > max {
+            // A server fault in between (a failover, a restart) rolls counters back for real:
+            // its drops stay inside the window.
+            let faulted = history.outages.iter().any(|o| o.start_us <= to && o.end_us >= from);
+            let counters = if faulted {
+                vec![between]
+            } else {
+                split_at_drops(&between)
+            };
+            for counter in counters {
+                let inside: Vec<&Request> = counter.iter().copied().filter(|r| r.allowed()).collect();
+                if inside.len() as u64 <= max {
+                    continue;
+                }
                 let (first, last) = (inside[0], inside[inside.len() - 1]);
                 anomalies.push(Anomaly {
                     kind: "over-admission-in-window".into(),
@@ -101,4 +113,25 @@ pub(super) fn over_window(history: &HistoryIndex, max: u64) -> Vec<Anomaly> {
         }
     }
     anomalies
+}
+
+/// The requests between two notified ends of a key, cut where a counter began anew: a request
+/// that counted lower than one that had finished before it was sent. An expiry a loaded
+/// machine notified late must not join two counters into one window.
+fn split_at_drops<'a>(requests: &[&'a Request]) -> Vec<Vec<&'a Request>> {
+    let mut counters: Vec<Vec<&Request>> = vec![Vec::new()];
+    for &r in requests {
+        let current = counters.last_mut().expect("never empty");
+        let dropped = r.count.is_some_and(|n| {
+            current
+                .iter()
+                .any(|q| q.end_us() < r.invoke_us && q.count.is_some_and(|m| m > n))
+        });
+        if dropped {
+            counters.push(vec![r]);
+        } else {
+            current.push(r);
+        }
+    }
+    counters
 }

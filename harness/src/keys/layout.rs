@@ -122,6 +122,22 @@ impl KeyLayout {
         patterns
     }
 
+    /// `key` as a reviewed snapshot may hold it: whatever the clock decides in it written as
+    /// [`CLOCK_MARK`], so that the same limiter gives the same snapshot today and tomorrow. In
+    /// a key of the layout, the clock's part is a wildcard's match that holds digits (a date,
+    /// epoch seconds, a window's number: from its first digit to its last); in any other key,
+    /// a run of 8 or more digits or a date (`2026-12-04`).
+    pub fn stable_name(&self, key: &str) -> String {
+        let spans = self
+            .templates
+            .iter()
+            .find_map(|t| t.identity_of(key.as_bytes()).and(t.wildcard_spans(key.as_bytes())));
+        match spans {
+            Some(spans) => mark_spans(key, &spans),
+            None => stable_text(key),
+        }
+    }
+
     /// The templates, quoted and joined: "`a`, `b`".
     pub fn describe(&self) -> String {
         self.templates
@@ -134,6 +150,59 @@ impl KeyLayout {
     pub fn texts(&self) -> Vec<String> {
         self.templates.iter().map(|t| t.as_str().to_owned()).collect()
     }
+}
+
+/// What stands for the part of a key the clock decides, in reviewed snapshots and baselines.
+pub const CLOCK_MARK: &str = "<window>";
+
+/// `key` with each span's digits (its first digit to its last) replaced by [`CLOCK_MARK`].
+fn mark_spans(key: &str, spans: &[std::ops::Range<usize>]) -> String {
+    let bytes = key.as_bytes();
+    let mut out = String::new();
+    let mut done = 0;
+    for span in spans {
+        let digits: Vec<usize> = span.clone().filter(|&i| bytes[i].is_ascii_digit()).collect();
+        let (Some(&first), Some(&last)) = (digits.first(), digits.last()) else {
+            continue;
+        };
+        out.push_str(&key[done..first]);
+        out.push_str(CLOCK_MARK);
+        done = last + 1;
+    }
+    out.push_str(&key[done..]);
+    out
+}
+
+/// `text` with every run of 8 or more digits, and every date written `YYYY-MM-DD`, replaced
+/// by [`CLOCK_MARK`] (an identity's number has fewer digits than a date or an epoch).
+pub fn stable_text(text: &str) -> String {
+    let key = text;
+    let bytes = key.as_bytes();
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let run = |from: usize| bytes[from..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let len = run(i);
+        let is_date = len == 4
+            && bytes.get(i + 4) == Some(&b'-')
+            && run(i + 5) == 2
+            && bytes.get(i + 7) == Some(&b'-')
+            && run(i + 8) == 2;
+        if is_date {
+            spans.push(i..i + 10);
+            i += 10;
+        } else {
+            if len >= 8 {
+                spans.push(i..i + len);
+            }
+            i += len;
+        }
+    }
+    mark_spans(key, &spans)
 }
 
 /// A literal for a template: braces doubled.
@@ -154,6 +223,39 @@ mod tests {
         assert_eq!(layout.patterns(), vec!["rl:*"]);
         let braces = KeyLayout::default_for("app{x}:", 1);
         assert_eq!(braces.identity_of(b"app{x}:0"), Some(0));
+    }
+
+    #[test]
+    fn stable_names_hold_nothing_the_clock_decides() {
+        let layout = KeyLayout::parse(
+            &["geocode:calls:{identity}:*".into(), "api:rl:{identity}:*:count".into()],
+            200_000,
+            LayoutSource::Scenario,
+        )
+        .unwrap();
+        assert_eq!(
+            layout.stable_name("geocode:calls:0:3522377186"),
+            "geocode:calls:0:<window>"
+        );
+        assert_eq!(
+            layout.stable_name("geocode:calls:17:2026-12-04"),
+            "geocode:calls:17:<window>"
+        );
+        assert_eq!(
+            layout.stable_name("api:rl:199999:w1796412344:count"),
+            "api:rl:199999:w<window>:count"
+        );
+        assert_eq!(
+            layout.stable_name("geocode:calls:3:today"),
+            "geocode:calls:3:today",
+            "no digits: not the clock's"
+        );
+        // Keys outside the layout: dates and long numbers only; an identity stays.
+        assert_eq!(layout.stable_name("other:12:20261204"), "other:12:<window>");
+        assert_eq!(layout.stable_name("other:12:2026-12-04:x"), "other:12:<window>:x");
+        assert_eq!(layout.stable_name("rl:199999"), "rl:199999");
+        let plain = KeyLayout::default_for("rl:", 4);
+        assert_eq!(plain.stable_name("rl:3"), "rl:3");
     }
 
     #[test]

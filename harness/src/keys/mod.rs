@@ -8,6 +8,6 @@ mod layout;
 mod suggest;
 mod template;
 
-pub use layout::{KeyLayout, LayoutSource, escape_braces};
+pub use layout::{CLOCK_MARK, KeyLayout, LayoutSource, escape_braces, stable_text};
 pub use suggest::{Sighting, suggest_templates};
 pub use template::{IDENTITY, KeyTemplate};

@@ -118,6 +118,42 @@ impl KeyTemplate {
         matches(&self.parts, key)
     }
 
+    /// Where in `key` this template's wildcards (`*`, `?`) matched, as byte ranges, when the
+    /// whole key matches (the same choices as [`Self::identity_of`]).
+    pub fn wildcard_spans(&self, key: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
+        if key.len() > KEY_LEN_MAX {
+            return None;
+        }
+        let mut memo = Memo {
+            parts: &self.parts,
+            key,
+            seen: vec![None; (self.parts.len() + 1) * (key.len() + 1)],
+            computed: 0,
+        };
+        memo.at(0, 0)?;
+        let mut spans = Vec::new();
+        let mut pos = 0;
+        for (i, part) in self.parts.iter().enumerate() {
+            let next = match part {
+                Part::Literal(lit) => pos + lit.len(),
+                Part::One => pos + 1,
+                Part::Any => (pos..=key.len()).find(|&n| memo.at(i + 1, n).is_some())?,
+                Part::Identity => {
+                    let digits = key[pos..].iter().take_while(|b| b.is_ascii_digit()).count();
+                    (1..=digits.min(IDENTITY_DIGITS_MAX))
+                        .rev()
+                        .map(|len| pos + len)
+                        .find(|&n| memo.at(i + 1, n).is_some())?
+                }
+            };
+            if matches!(part, Part::Any | Part::One) {
+                spans.push(pos..next);
+            }
+            pos = next;
+        }
+        Some(spans)
+    }
+
     /// The Redis glob (SCAN MATCH, PSUBSCRIBE) of every key of this template.
     pub fn pattern(&self) -> String {
         self.render("*")
@@ -313,6 +349,19 @@ mod tests {
             None,
             "too long to be a key"
         );
+    }
+
+    #[test]
+    fn wildcard_spans_say_what_each_wildcard_matched() {
+        let per_day = t("geocode:calls:{identity}:*");
+        let key = b"geocode:calls:3:20426";
+        let spans = per_day.wildcard_spans(key).unwrap();
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0], 16..21);
+        assert_eq!(per_day.wildcard_spans(b"other:3:1"), None);
+        let two = t("*:{identity}:?x");
+        assert_eq!(two.wildcard_spans(b"a:b:42:7x"), Some(vec![0..3, 7..8]));
+        assert_eq!(t("rl:{identity}").wildcard_spans(b"rl:4"), Some(vec![]));
     }
 
     #[test]

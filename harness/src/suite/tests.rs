@@ -169,3 +169,55 @@ fn a_fault_that_strikes_every_match_is_snapshotted_without_its_count() {
     let bounded = delayed_cell_snapshot(Some(2), 2);
     assert!(bounded.contains("— struck 2 time(s)"), "{bounded}");
 }
+
+/// The snapshot of a key-per-window limiter whose two windows' keys (named after the
+/// window's epoch second, from `epoch_s`) the final audit found without a TTL.
+fn key_per_window_snapshot(epoch_s: u64) -> String {
+    let header = Event::Run {
+        scenario: "tiny".into(),
+        limiter: "lua:fixed_window.lua".into(),
+        seed: 3,
+        backend: "process".into(),
+        reproduce: "limiter-harness run scenarios/tiny.toml --limiter lua:fixed_window.lua --seed 3".into(),
+        scenario_file: "scenarios/tiny.toml".into(),
+        scenario_text: SCENARIO.into(),
+        shipped: false,
+        adjust: Adjust::default(),
+    };
+    let limiter = Event::Limiter {
+        t_us: 0,
+        limiter: LimiterFacts {
+            name: "lua:fixed_window.lua".into(),
+            algorithm: Algorithm::FixedWindow,
+            round_trips_max: 1,
+            commands: "EVALSHA".into(),
+            ttl_max_windows: None,
+            keys: vec!["api:rl:{identity}:*".into()],
+            keys_from: LayoutSource::Limiter("the Lua sidecar".into()),
+            keys_note: None,
+            proxy: None,
+        },
+    };
+    let (first, second) = (format!("api:rl:0:{epoch_s}"), format!("api:rl:0:{}", epoch_s + 1));
+    let body = HistoryBuilder::new()
+        .allowed_on(1, 0, (0, 1), Some(1), &[&first])
+        .allowed_on(2, 0, (1000, 1001), Some(1), &[&second])
+        .sample(1300, true, &[(&first, -1, Some("1")), (&second, -1, Some("1"))]);
+    let mut events = vec![header, limiter];
+    events.extend(body.events().iter().cloned());
+    let judged = judge_history(events).expect("a whole history");
+    crate::report::render_snapshot(&judged.report)
+}
+
+#[test]
+fn a_key_per_window_is_snapshotted_without_what_the_clock_decides() {
+    // The same limiter run today and tomorrow names other keys; its snapshot is the same.
+    let today = key_per_window_snapshot(1_796_412_344);
+    let tomorrow = key_per_window_snapshot(1_796_412_344 + 86_400);
+    assert_eq!(today, tomorrow);
+    assert!(
+        today.contains("| ttl-present | invalid | immortal-key: api:rl:0:<window> |"),
+        "{today}"
+    );
+    assert!(!today.contains("1796412"), "{today}");
+}
