@@ -73,14 +73,7 @@ async fn check_on(suite: &Suite, backend: Arc<dyn Backend>) {
     let run = run_ci(suite, backend, &CiOptions::default())
         .await
         .expect("the suite runs");
-    let scenarios: Vec<String> = run.scenarios.iter().map(|s| s.name.clone()).collect();
-    let summary = render_summary(
-        &suite.name,
-        &scenarios,
-        &run.limiters,
-        &run.cells,
-        &run.comparison.cells,
-    );
+    let summary = render_summary(&run.report);
     assert_eq!(
         suite.limiters.len(),
         limiter_harness::limiter::BUILTIN_NAMES.len(),
@@ -88,10 +81,10 @@ async fn check_on(suite: &Suite, backend: Arc<dyn Backend>) {
     );
     assert_eq!(run.cells.len(), suite.scenarios.len() * suite.limiters.len());
     assert!(
-        run.identical(),
+        run.report.identical,
         "{kind}: suite `{}` differs from its reviewed baseline (stale files: {:?}; table same: {:?}); if intended, run `just snapshots` and review `git diff reports/`\n{summary}",
         suite.name,
-        run.comparison.stale,
-        run.table.as_ref().map(|t| t.same)
+        run.report.stale,
+        run.report.table.as_ref().map(|t| t.same)
     );
 }

@@ -8,7 +8,8 @@ error replies (connection problems as indeterminate: the command may have run). 
 when stdin closes.
 
 A limiter with keys of its own says so: `serve(..., keys=["app:{identity}:*"])`, and how long
-they may live, in windows: `ttl_max_windows=2`. `plant=fn(client, request, limit, window_ms)`
+they may live, in windows (`ttl_max_windows=2`) or in milliseconds whatever the window
+(`ttl_max_ms=26 * 3600 * 1000` for a daily cap's EXPIRE 26 h). `plant=fn(client, request, limit, window_ms)`
 -> description answers the harness's `plant` messages (write the identity's exhausted state
 without a TTL, in the limiter's own representation).
 """
@@ -49,7 +50,7 @@ def plant_counter(client, request, limit, window_ms):
     return f"SET {request.key} {2 * limit} (no TTL)"
 
 
-def serve(decide, name, *, client=None, algorithm="fixed-window", keys=None, ttl_max_windows=None, plant=None):
+def serve(decide, name, *, client=None, algorithm="fixed-window", keys=None, ttl_max_windows=None, ttl_max_ms=None, plant=None):
     client = client or redis.Redis.from_url(os.environ["REDIS_URL"], socket_timeout=2)
     limit, window_ms = limit_and_window()
     hello = {"protocol": 2, "name": name, "algorithm": algorithm}
@@ -57,6 +58,8 @@ def serve(decide, name, *, client=None, algorithm="fixed-window", keys=None, ttl
         hello["keys"] = keys
     if ttl_max_windows:
         hello["ttl_max_windows"] = ttl_max_windows
+    if ttl_max_ms:
+        hello["ttl_max_ms"] = ttl_max_ms
     if plant:
         hello["plant"] = True
     out = sys.stdout

@@ -157,9 +157,10 @@ fn a_regression_is_named_by_cell_and_invariant_even_in_a_cell_that_already_faile
         "the failing cell is named: {all}"
     );
     assert!(
-        all.contains("- ttl-bounded: valid → invalid"),
-        "with the new broken invariant: {all}"
+        all.contains("- regression: ttl-bounded: valid → invalid"),
+        "with the new broken invariant, labelled: {all}"
     );
+    assert!(all.contains("### Regressions ("), "{all}");
     assert!(all.contains("#### steady-control × api"), "{all}");
     assert!(
         all.contains("--- limiter-harness/baseline/shared-cache-eviction--api.md"),
@@ -173,13 +174,14 @@ fn a_regression_is_named_by_cell_and_invariant_even_in_a_cell_that_already_faile
         "{junit}"
     );
     assert!(junit.contains("ttl-bounded: valid → invalid"), "{junit}");
+    assert!(junit.contains("<failure type=\"regression\""), "{junit}");
     assert!(
         junit.contains("Reproduce: limiter-harness run shared-cache-eviction --limiter"),
         "{junit}"
     );
     let summary = std::fs::read_to_string(dir.join("out/summary.md")).unwrap();
     assert!(
-        summary.contains("| shared-cache-eviction | **TTL > window, reset, over limit** ⚠ changed |"),
+        summary.contains("| shared-cache-eviction | **TTL > window, reset, over limit** ⚠ regression |"),
         "{summary}"
     );
     let github = std::fs::read_to_string(&step_summary).unwrap();
@@ -190,7 +192,8 @@ fn a_regression_is_named_by_cell_and_invariant_even_in_a_cell_that_already_faile
     let json = harness_in(dir, &["ci", "--no-progress", "--format", "json"]);
     let parsed: serde_json::Value = serde_json::from_slice(&json.stdout).expect("one JSON document");
     assert_eq!(parsed["identical"], false);
-    assert_eq!(parsed["cells"][1]["baseline"], "changed", "{parsed}");
+    assert_eq!(parsed["passed"], false);
+    assert_eq!(parsed["cells"][1]["standing"], "regression", "{parsed}");
     assert_eq!(parsed["cells"][1]["invariants"]["ttl-bounded"], "invalid", "{parsed}");
 }
 

@@ -4,8 +4,7 @@
 
 use serde::Serialize;
 
-use crate::scenario::Algorithm;
-use crate::scenario::{CheckConfig, Limit};
+use crate::scenario::{Algorithm, CheckConfig, Limit, TtlMax};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TtlBound {
@@ -19,15 +18,22 @@ pub struct TtlBound {
 }
 
 impl TtlBound {
-    /// The bound for a run: `config.ttl_max_ms` if the scenario sets it, else
-    /// `declared_windows` × the window if the limiter declares it, else one window.
-    pub fn resolve(limit: &Limit, config: &CheckConfig, algorithm: Algorithm, declared_windows: Option<f64>) -> Self {
-        let (ttl_max_ms, from, default) = match (config.ttl_max_ms, declared_windows) {
+    /// The bound for a run: `config.ttl_max_ms` if the scenario sets it, else what the run
+    /// declared for the limiter (`--ttl-max-ms`, a suite's `[[limiter]]`), else what the
+    /// limiter declares itself (in windows or in ms), else one window.
+    pub fn resolve(limit: &Limit, config: &CheckConfig, algorithm: Algorithm, declared: Option<TtlMax>) -> Self {
+        let by_run = config.ttl_declared.map(|d| {
+            (
+                d,
+                "declared for the limiter by the run (--ttl-max-ms/--ttl-max-windows, the suite's [[limiter]])",
+            )
+        });
+        let by_limiter = declared.map(|d| (d, "declared by the limiter"));
+        let (ttl_max_ms, from, default) = match (config.ttl_max_ms, by_run.or(by_limiter)) {
             (Some(ms), _) => (ms, "the scenario's ttl_max_ms".to_owned(), false),
-            (None, Some(windows)) => (
-                // `as` saturates: an absurd declaration is a huge bound, never a wrapped one.
-                (windows * limit.window_ms as f64).ceil() as u64,
-                format!("{} × window_ms, declared by the limiter", trim_float(windows)),
+            (None, Some((declared, by))) => (
+                declared.ms(limit.window_ms),
+                format!("{}, {by}", declared.describe()),
                 false,
             ),
             (None, None) => (
@@ -70,12 +76,6 @@ impl TtlBound {
     }
 }
 
-/// `2` rather than `2.0`, `1.083` rather than `1.0833333`.
-fn trim_float(x: f64) -> String {
-    let text = format!("{x:.3}");
-    text.trim_end_matches('0').trim_end_matches('.').to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,18 +88,26 @@ mod tests {
         let default = TtlBound::resolve(&limit, &config, Algorithm::FixedWindow, None);
         assert_eq!((default.ttl_max_ms, default.default), (1000, true));
         assert_eq!(default.rule(), "PTTL <= window_ms + ttl_slack_ms = 1000 + 0 = 1000 ms");
-        let declared = TtlBound::resolve(&limit, &config, Algorithm::TokenBucket, Some(2.0));
+        let declared = TtlBound::resolve(&limit, &config, Algorithm::TokenBucket, Some(TtlMax::Windows(2.0)));
         assert_eq!(declared.ttl_max_ms, 2000);
         assert!(
             declared.rule().contains("2 × window_ms, declared by the limiter"),
             "{}",
             declared.rule()
         );
-        let daily = TtlBound::resolve(&limit, &config, Algorithm::FixedWindow, Some(26.0 / 24.0));
+        let daily = TtlBound::resolve(
+            &limit,
+            &config,
+            Algorithm::FixedWindow,
+            Some(TtlMax::Windows(26.0 / 24.0)),
+        );
         assert_eq!(daily.ttl_max_ms, 1084);
+        let absolute = TtlBound::resolve(&limit, &config, Algorithm::FixedWindow, Some(TtlMax::Ms(93_600_000)));
+        assert_eq!(absolute.ttl_max_ms, 93_600_000, "26 h, whatever the window");
+        assert_eq!(absolute.from, "93600000 ms, declared by the limiter");
         config.ttl_max_ms = Some(5000);
         config.ttl_slack_ms = 10;
-        let scenario = TtlBound::resolve(&limit, &config, Algorithm::TokenBucket, Some(2.0));
+        let scenario = TtlBound::resolve(&limit, &config, Algorithm::TokenBucket, Some(TtlMax::Windows(2.0)));
         assert_eq!((scenario.ttl_max_ms, scenario.bound_ms()), (5000, 5010));
         assert!(scenario.from.contains("scenario"));
     }

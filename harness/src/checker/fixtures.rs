@@ -44,6 +44,7 @@ pub(crate) fn config(invariants: &[Invariant]) -> CheckConfig {
         sample_interval_ms: 250,
         ttl_slack_ms: 0,
         ttl_max_ms: None,
+        ttl_declared: None,
         deadline_ms: None,
         on_server_error: Default::default(),
     }
@@ -378,7 +379,12 @@ pub(crate) fn run_declared(
         .keys
         .clone()
         .unwrap_or_else(|| KeyLayout::default_for(&limit.key_prefix, limit.identities));
-    let ttl = TtlBound::resolve(limit, config, algorithm, ttl_windows);
+    let ttl = TtlBound::resolve(
+        limit,
+        config,
+        algorithm,
+        ttl_windows.map(crate::scenario::TtlMax::Windows),
+    );
     let history = HistoryIndex::new(events.to_vec(), &layout);
     check(&CheckInput {
         limit,

@@ -281,6 +281,48 @@ fn ttl_bounded_invalid_reports_the_longest_ttl_of_each_key() {
 }
 
 #[test]
+fn ttl_bounded_says_when_a_ttl_looks_like_seconds_taken_for_milliseconds() {
+    // `EXPIRE key ARGV[window_ms]`: 1000 s against a 1000 ms window.
+    let result = three_requests()
+        .sample(100, false, &[("rl:0", 999_874, Some("3"))])
+        .empty_final_audit(3000)
+        .check_one(TtlBounded);
+    let anomaly = sole_anomaly(&result);
+    assert!(
+        anomaly
+            .because
+            .contains("probably takes seconds where the harness passes milliseconds"),
+        "{anomaly:#?}"
+    );
+    assert!(anomaly.because.contains("`{window_s}`"), "{anomaly:#?}");
+    // A TTL merely too long says nothing of the sort.
+    let result = three_requests()
+        .sample(100, false, &[("rl:0", 1500, Some("3"))])
+        .empty_final_audit(3000)
+        .check_one(TtlBounded);
+    assert!(!sole_anomaly(&result).because.contains("seconds"), "{result:#?}");
+}
+
+#[test]
+fn ttl_bounded_takes_a_ttl_declared_for_the_limiter_in_ms() {
+    // A daily cap's EXPIRE 26 h, declared for it by the run (a suite's [[limiter]] ttl_max_ms).
+    let history = three_requests()
+        .sample(100, false, &[("rl:0", 93_599_000, Some("3"))])
+        .empty_final_audit(3000);
+    let mut config = config(&[TtlBounded]);
+    config.ttl_declared = Some(crate::scenario::TtlMax::Ms(93_600_000));
+    let result = history.check_with(&limit(), &config).remove(0);
+    assert_verdict(&result, Verdict::Valid);
+    assert!(
+        result
+            .rule
+            .as_deref()
+            .is_some_and(|r| r.contains("93600000 ms, declared for the limiter by the run")),
+        "{result:#?}"
+    );
+}
+
+#[test]
 fn ttl_bounded_allows_the_declared_slack() {
     let history = three_requests()
         .sample(100, false, &[("rl:0", 1500, Some("3"))])

@@ -176,6 +176,19 @@ fn blind(input: &CheckInput<'_>) -> Option<String> {
     None
 }
 
+/// A hint when a TTL is about a thousand times the window: the limiter took the window the
+/// harness passes in milliseconds for seconds (`EXPIRE key window_ms`).
+fn seconds_for_ms(pttl_ms: i64, window_ms: u64) -> String {
+    let ratio = pttl_ms as f64 / window_ms.max(1) as f64;
+    if (500.0..=1100.0).contains(&ratio) {
+        format!(
+            " — about {ratio:.0} × the {window_ms} ms window: the limiter probably takes seconds where the harness passes milliseconds (pass `{{window_s}}` in a Lua sidecar's args, or LIMIT_WINDOW_MS / 1000 in an adapter; a TTL meant to be this long is declared with `ttl_max_ms`)"
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// No limiter key's TTL exceeds its bound (see [`super::TtlBound`]) plus the declared slack.
 pub fn ttl_bounded(input: &CheckInput<'_>) -> CheckResult {
     let history = input.history;
@@ -196,8 +209,9 @@ pub fn ttl_bounded(input: &CheckInput<'_>) -> CheckResult {
             }
         }
     }
+    let window_ms = input.limit.window_ms;
     let because = |key: &str, pttl: i64| {
-        if input.ttl.default {
+        let mut text = if input.ttl.default {
             format!(
                 "{key} had PTTL {pttl} ms, longer than the {bound_ms} ms the window allows: the window is being extended"
             )
@@ -206,7 +220,9 @@ pub fn ttl_bounded(input: &CheckInput<'_>) -> CheckResult {
                 "{key} had PTTL {pttl} ms, longer than its bound of {bound_ms} ms ({}): the key outlives what the limiter needs",
                 input.ttl.from
             )
-        }
+        };
+        text.push_str(&seconds_for_ms(pttl, window_ms));
+        text
     };
     let anomalies = worst
         .into_iter()

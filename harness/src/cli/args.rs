@@ -30,7 +30,9 @@ pub enum Command {
     /// Judge a saved run again from its history.jsonl and rewrite its report.
     Check(CheckArgs),
     /// Run the suite (limiter-harness.toml, found here or above) and compare every cell with
-    /// its reviewed baseline: exit 0 when identical, 1 on any difference.
+    /// its reviewed baseline: exit 0 when every cell is as in it, 1 on a regression, an
+    /// improvement not yet accepted, an unrecorded flaky cell or any other difference.
+    /// `ci merge DIR…` combines the results of `ci --shard K/N` runs.
     Ci(CiArgs),
     /// Write a commented starter suite (limiter-harness.toml) for one limiter.
     Init(InitArgs),
@@ -91,6 +93,14 @@ pub struct ScenarioArgs {
     /// limiters whose windows come in whole seconds, e.g. --window-ms 1000).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(50..=86_400_000))]
     pub window_ms: Option<u64>,
+    /// How long the limiter's keys may live, in ms, whatever the window (a daily cap's
+    /// `EXPIRE 26 h`: --ttl-max-ms 93600000). Stands for the limiter's own declaration.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "ttl_max_windows")]
+    pub ttl_max_ms: Option<u64>,
+    /// How long the limiter's keys may live, in windows (a token bucket kept two refill
+    /// periods: --ttl-max-windows 2). Stands for the limiter's own declaration.
+    #[arg(long, value_name = "WINDOWS")]
+    pub ttl_max_windows: Option<f64>,
 }
 
 impl ScenarioArgs {
@@ -98,6 +108,8 @@ impl ScenarioArgs {
         crate::scenario::Adjust {
             keys: self.keys.clone(),
             window_ms: self.window_ms,
+            ttl_max_ms: self.ttl_max_ms,
+            ttl_max_windows: self.ttl_max_windows,
         }
     }
 }
@@ -243,14 +255,36 @@ pub enum Format {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct CiArgs {
+    #[command(subcommand)]
+    pub command: Option<CiCommand>,
     /// The suite file [default: limiter-harness.toml here or in the nearest parent directory].
     #[arg(long)]
     pub suite: Option<PathBuf>,
-    /// Rewrite the baseline (and the suite's table) with what the cells give now; review and
-    /// commit the change.
+    /// Record what the cells give as their baseline (and the suite's table): each cell runs
+    /// 1 + reruns times, so a flaky one is recorded as flaky. With --cells, only those cells'
+    /// files are rewritten. Review and commit the change.
     #[arg(long)]
     pub accept: bool,
+    /// Only these cells: SCENARIO--LIMITER names or globs, comma-separated (e.g.
+    /// 'server-pause-timeouts--daily-cap', '*--api').
+    #[arg(long, value_delimiter = ',', value_name = "GLOB")]
+    pub cells: Vec<String>,
+    /// Only these scenarios (names or globs, comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "GLOB")]
+    pub scenarios: Vec<String>,
+    /// Only these limiters of the suite (names or globs, comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "GLOB")]
+    pub limiters: Vec<String>,
+    /// Run the K-th of N disjoint parts of the cells (one per CI job), e.g. --shard 1/4;
+    /// then `limiter-harness ci merge` the jobs' report directories.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<crate::suite::Shard>,
+    /// How many more times a cell that differs from its baseline runs before it is reported
+    /// [default: the suite's `reruns`, else 2]: runs that disagree make it flaky.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=20))]
+    pub reruns: Option<u32>,
     /// Write JUnit XML here: one testcase per cell, failing when it differs from the baseline.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
@@ -271,6 +305,29 @@ pub struct CiArgs {
     pub no_progress: bool,
 }
 
+/// `ci` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CiCommand {
+    /// Combine the results of `ci --shard K/N` jobs (each job's report directory, or its
+    /// ci.json) into one summary, one JUnit file and one exit code.
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' report directories (each holding ci.json), or their ci.json files.
+    #[arg(required = true, value_name = "DIR")]
+    pub reports: Vec<PathBuf>,
+    /// Write JUnit XML here.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// The limiter the suite tests: a built-in, lua:PATH or exec:COMMAND.
@@ -279,7 +336,15 @@ pub struct InitArgs {
     /// Its short name in the suite (cells and baseline files) [default: the built-in's name, else "app"].
     #[arg(long)]
     pub name: Option<String>,
-    /// Replace an existing limiter-harness.toml.
+    /// Also write the exec protocol's helper for this language next to the suite
+    /// (`limiter_harness_adapter.py`: `from limiter_harness_adapter import serve`).
+    #[arg(long, value_enum, value_name = "LANGUAGE")]
+    pub adapter: Option<crate::suite::AdapterLanguage>,
+    /// Also write a CI workflow that runs the suite on every pull request, in shards, and
+    /// merges their results (.github/workflows/limiter-harness.yml).
+    #[arg(long, value_enum, value_name = "SYSTEM")]
+    pub ci: Option<crate::suite::CiSystem>,
+    /// Replace existing files (the suite, the helper, the workflow).
     #[arg(long)]
     pub force: bool,
 }

@@ -1,14 +1,14 @@
-//! `ci` and `init`: a team's suite, run against its reviewed baseline.
+//! `ci`, `ci merge` and `init`: a team's suite, run against its reviewed baseline.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use super::args::{BackendArgs, CiArgs, Format, InitArgs};
+use super::args::{BackendArgs, CiArgs, CiCommand, Format, InitArgs, MergeArgs};
 use super::commands::{backend_for, prefer_processes, say};
 use super::exit::ExitCode;
 use crate::error::SetupError;
 use crate::limiter::BUILTIN_NAMES;
-use crate::suite::{self, CellJson, CiOptions, CiRun, Status, Suite};
+use crate::suite::{self, CiOptions, CiReport, Selection, Standing, Suite};
 
 pub fn init(args: &InitArgs) -> Result<ExitCode, SetupError> {
     let name = args.name.clone().unwrap_or_else(|| {
@@ -21,13 +21,23 @@ pub fn init(args: &InitArgs) -> Result<ExitCode, SetupError> {
     // The starter must load as written: a name or spec it cannot take is an error now.
     let text = suite::starter_suite(&name, &args.limiter);
     suite::parse_suite(Path::new(suite::SUITE_FILE), &text)?;
-    let path = suite::write_starter(Path::new("."), &name, &args.limiter, args.force)?;
+    let mut written = vec![suite::write_starter(Path::new("."), &name, &args.limiter, args.force)?];
+    if let Some(adapter) = args.adapter {
+        written.push(suite::write_adapter_helper(Path::new("."), adapter, args.force)?);
+    }
+    if let Some(ci) = args.ci {
+        written.push(suite::write_workflow(Path::new("."), ci, args.force)?);
+    }
+    let files: Vec<String> = written
+        .iter()
+        .map(|p| p.display().to_string().trim_start_matches("./").to_owned())
+        .collect();
     say(&format!(
-        "wrote {}: limiter `{name}` ({}) × every shipped scenario\nnext:\n  limiter-harness ci --accept   # run it and record the baseline in {}/\n  git add {} {}/              # commit both; CI then runs `limiter-harness ci`",
-        path.display().to_string().trim_start_matches("./"),
+        "wrote {}: limiter `{name}` ({}) × every shipped scenario\nnext:\n  limiter-harness ci --accept   # run it and record the baseline in {}/\n  git add {} {}/              # commit them; CI then runs `limiter-harness ci`",
+        files.join(", "),
         args.limiter,
         suite::DEFAULT_BASELINE,
-        suite::SUITE_FILE,
+        files.join(" "),
         suite::DEFAULT_BASELINE
     ));
     Ok(ExitCode::Valid)
@@ -51,7 +61,17 @@ fn suite_path(args: &CiArgs) -> Result<PathBuf, SetupError> {
     }
 }
 
+/// Where `ci`'s files for CI systems go.
+struct Outputs {
+    junit: Option<PathBuf>,
+    summary: Option<PathBuf>,
+    format: Format,
+}
+
 pub async fn ci(mut args: CiArgs) -> Result<ExitCode, SetupError> {
+    if let Some(CiCommand::Merge(merge_args)) = args.command.take() {
+        return merge(merge_args);
+    }
     let path = suite_path(&args)?;
     let suite = suite::load_suite(&path)?;
     // Files named on the command line are the caller's, relative to where they stand.
@@ -62,29 +82,83 @@ pub async fn ci(mut args: CiArgs) -> Result<ExitCode, SetupError> {
     }
     enter_suite_dir(&suite)?;
     let backend = backend_for(&suite_backend(&suite, args.backend)).await?;
+    let selection = Selection {
+        cells: args.cells.clone(),
+        scenarios: args.scenarios.clone(),
+        limiters: args.limiters.clone(),
+        shard: args.shard,
+    };
+    check_selection(&suite, &selection)?;
     eprintln!(
-        "limiter-harness ci: suite `{}` ({}): {} limiter(s) × {} scenario(s) on {}, baseline {}/",
+        "limiter-harness ci: suite `{}` ({}): {} limiter(s) × {} scenario(s) on {}, baseline {}/{}",
         suite.name,
         crate::shell::relative(&suite.path).display(),
         suite.limiters.len(),
         suite.scenarios.len(),
         backend.name(),
-        suite.baseline.display()
+        suite.baseline.display(),
+        args.shard.map(|s| format!(", shard {s}")).unwrap_or_default()
     );
     let _guard = crate::signals::guard();
     let options = CiOptions {
         accept: args.accept,
         jobs: args.jobs,
+        reruns: args.reruns,
+        selection,
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
         cancel: crate::signals::token().child_token(),
     };
     let run = suite::run_ci(&suite, backend, &options).await?;
-    write_outputs(&args, &suite, &run)?;
-    match args.format {
-        Format::Json => say(&serde_json::to_string_pretty(&json(&suite, &run)).expect("serializes")),
-        Format::Text => print_text(&suite, &run),
+    let outputs = Outputs {
+        junit: args.junit.clone(),
+        summary: args.summary.clone(),
+        format: args.format,
+    };
+    write_outputs(&outputs, Some(&suite.report_dir), &run.report)?;
+    Ok(exit(&run.report, args.accept))
+}
+
+/// `ci merge`: the shards' ci.json files as one run.
+fn merge(args: MergeArgs) -> Result<ExitCode, SetupError> {
+    let mut reports = Vec::new();
+    for given in &args.reports {
+        let file = if given.is_dir() {
+            given.join("ci.json")
+        } else {
+            given.clone()
+        };
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| SetupError::io("cannot read a shard's result", &file, e))?;
+        let report: CiReport = serde_json::from_str(&text).map_err(|e| {
+            SetupError::Usage(format!(
+                "{} is not a `limiter-harness ci` result (ci.json): {e}",
+                file.display()
+            ))
+        })?;
+        reports.push(report);
     }
-    Ok(exit(&args, &run))
+    let merged = suite::merge_reports(&reports).map_err(SetupError::Usage)?;
+    let outputs = Outputs {
+        junit: args.junit,
+        summary: args.summary,
+        format: args.format,
+    };
+    write_outputs(&outputs, None, &merged)?;
+    Ok(exit(&merged, false))
+}
+
+/// A selection that names nothing of the suite is a mistake, not an empty pass.
+fn check_selection(suite: &Suite, selection: &Selection) -> Result<(), SetupError> {
+    let limiters: Vec<&str> = suite.limiters.iter().map(|l| l.name.as_str()).collect();
+    for glob in &selection.limiters {
+        if !limiters.iter().any(|l| crate::matrix::glob_match(glob, l)) {
+            return Err(SetupError::Usage(format!(
+                "--limiters {glob}: the suite has no such limiter (it has: {})",
+                limiters.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `ci` runs in the suite's directory: every path in it is relative to the file.
@@ -117,50 +191,26 @@ fn suite_backend(suite: &Suite, choice: Option<crate::backend::BackendChoice>) -
     })
 }
 
-fn summary(suite: &Suite, run: &CiRun) -> String {
-    let scenarios: Vec<String> = run.scenarios.iter().map(|s| s.name.clone()).collect();
-    let mut text = suite::render_summary(
-        &suite.name,
-        &scenarios,
-        &run.limiters,
-        &run.cells,
-        &run.comparison.cells,
-    );
-    for stale in &run.comparison.stale {
-        text.push_str(&format!(
-            "\n- stale baseline file `{}`: no cell of the suite has it (`ci --accept` removes it)\n",
-            stale.display()
-        ));
-    }
-    if let Some(t) = run.table.as_ref().filter(|t| !t.same) {
-        text.push_str(&format!(
-            "\n- the table `{}` differs from what the cells give now\n",
-            t.path.display()
-        ));
-    }
-    text
-}
-
-/// The summary and result in the report directory, and the files CI asked for.
-fn write_outputs(args: &CiArgs, suite: &Suite, run: &CiRun) -> Result<(), SetupError> {
+/// The summary and result in the report directory (a `ci` run's), the files CI asked for,
+/// GitHub's step summary, and the result on stdout.
+fn write_outputs(outputs: &Outputs, report_dir: Option<&Path>, report: &CiReport) -> Result<(), SetupError> {
     let write = |path: &Path, text: &str| -> Result<(), SetupError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             crate::scratch::create_report_dir(dir)?;
         }
         std::fs::write(path, text).map_err(|e| SetupError::io("cannot write", path, e))
     };
-    let summary = summary(suite, run);
-    write(&suite.report_dir.join("SUMMARY.md"), &summary)?;
-    let json = serde_json::to_string_pretty(&json(suite, run)).expect("serializes") + "\n";
-    write(&suite.report_dir.join("ci.json"), &json)?;
-    if let Some(path) = &args.summary {
+    let summary = suite::render_summary(report);
+    let json = serde_json::to_string_pretty(report).expect("serializes") + "\n";
+    if let Some(dir) = report_dir {
+        write(&dir.join("SUMMARY.md"), &summary)?;
+        write(&dir.join("ci.json"), &json)?;
+    }
+    if let Some(path) = &outputs.summary {
         write(path, &summary)?;
     }
-    if let Some(path) = &args.junit {
-        write(
-            path,
-            &suite::render_junit(&suite.name, &run.cells, &run.comparison.cells),
-        )?;
+    if let Some(path) = &outputs.junit {
+        write(path, &suite::render_junit(report))?;
     }
     if let Some(step) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty()) {
         use std::io::Write;
@@ -172,110 +222,75 @@ fn write_outputs(args: &CiArgs, suite: &Suite, run: &CiRun) -> Result<(), SetupE
             .and_then(|mut f| f.write_all(summary.as_bytes()))
             .map_err(|e| SetupError::io("cannot append to $GITHUB_STEP_SUMMARY", &path, e))?;
     }
+    match outputs.format {
+        Format::Json => say(json.trim_end()),
+        Format::Text => {
+            say(&summary);
+            for line in &report.accepted {
+                say(line);
+            }
+            say(&final_line(report));
+        }
+    }
     Ok(())
 }
 
-#[derive(serde::Serialize)]
-struct CiJson {
-    suite: String,
-    baseline: String,
-    identical: bool,
-    cells: Vec<CellJson>,
-    stale: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    table_same: Option<bool>,
-    accepted: Vec<String>,
-    interrupted: bool,
-}
-
-fn json(suite: &Suite, run: &CiRun) -> CiJson {
-    CiJson {
-        suite: suite.name.clone(),
-        baseline: suite.baseline.display().to_string(),
-        identical: run.identical(),
-        cells: run
-            .cells
-            .iter()
-            .zip(&run.comparison.cells)
-            .map(|(c, cmp)| CellJson::new(c, Some(cmp)))
-            .collect(),
-        stale: run.comparison.stale.iter().map(|p| p.display().to_string()).collect(),
-        table_same: run.table.as_ref().map(|t| t.same),
-        accepted: run.accepted.clone(),
-        interrupted: run.interrupted,
+/// The last line: what the run comes to, and what to do next.
+fn final_line(report: &CiReport) -> String {
+    if report.interrupted {
+        return "ci: interrupted; the baseline was left as it was".to_owned();
     }
-}
-
-fn print_text(suite: &Suite, run: &CiRun) {
-    say(&summary(suite, run));
-    for line in &run.accepted {
-        say(line);
+    if !report.accepted.is_empty() {
+        return format!(
+            "ci: baseline updated ({} file(s), listed above): review them with `git diff` and commit them",
+            report.accepted.len()
+        );
     }
-    let differing: Vec<String> = run
-        .comparison
-        .cells
-        .iter()
-        .filter(|c| c.differs())
-        .map(|c| format!("{} × {}", c.scenario, c.limiter))
-        .collect();
-    let errors = run
-        .comparison
-        .cells
-        .iter()
-        .filter(|c| matches!(c.status, Status::Error(_)))
-        .count();
-    let baseline = suite.baseline.display();
-    let line = if run.interrupted {
-        "ci: interrupted; the baseline was left as it was".to_owned()
-    } else if !run.accepted.is_empty() {
-        format!(
-            "ci: baseline updated ({} change(s), listed above): review them with `git diff` and commit them",
-            run.accepted.len()
-        )
-    } else if run.identical() {
-        format!(
-            "ci: {} cell(s), every one as in the baseline ({baseline}/)",
-            run.cells.len()
-        )
-    } else {
-        let mut parts = Vec::new();
-        if !differing.is_empty() {
-            parts.push(format!(
-                "{} cell(s) differ from the baseline: {}",
-                differing.len(),
-                differing.join(", ")
-            ));
-        }
-        if errors > 0 {
-            parts.push(format!("{errors} cell(s) could not run"));
-        }
-        if !run.comparison.stale.is_empty() {
-            parts.push(format!("{} stale baseline file(s)", run.comparison.stale.len()));
-        }
-        if run.table.as_ref().is_some_and(|t| !t.same) {
-            parts.push("the table differs".into());
-        }
-        format!(
-            "ci: {}\n  help: if the change is intended, `limiter-harness ci --accept` rewrites the baseline; commit it so the pull request shows the change",
-            parts.join("; ")
-        )
+    let names = |standing: Standing| -> Vec<String> {
+        report
+            .standing(standing)
+            .map(|c| format!("{} × {}", c.scenario, c.limiter))
+            .collect()
     };
-    say(&line);
+    let ran = report.cells.iter().filter(|c| c.standing != Standing::Skipped).count();
+    if report.identical {
+        return format!("ci: {ran} cell(s), every one as in the baseline ({}/)", report.baseline);
+    }
+    let mut parts = Vec::new();
+    for (standing, what) in [
+        (Standing::Regression, "regression(s)"),
+        (Standing::Flaky, "flaky"),
+        (Standing::Changed, "changed"),
+        (Standing::New, "new, no baseline yet"),
+        (Standing::Improvement, "improved (accept them to keep them)"),
+        (Standing::Error, "could not run"),
+    ] {
+        let cells = names(standing);
+        if !cells.is_empty() {
+            parts.push(format!("{} {what}: {}", cells.len(), cells.join(", ")));
+        }
+    }
+    if !report.stale.is_empty() {
+        parts.push(format!("{} stale baseline file(s)", report.stale.len()));
+    }
+    if report.table.as_ref().is_some_and(|t| !t.same) {
+        parts.push("the table differs".into());
+    }
+    let verdict = if report.passed { "passes" } else { "fails" };
+    format!(
+        "ci: {verdict}: {}\n  help: an intended change is recorded with `limiter-harness ci --accept --cells SCENARIO--LIMITER` (or the whole suite with `ci --accept`); commit the baseline so the pull request shows it",
+        parts.join("; ")
+    )
 }
 
-/// Interrupted: unknown. A cell that could not run: setup error. Any difference from the
-/// baseline (unless accepted): 1.
-fn exit(args: &CiArgs, run: &CiRun) -> ExitCode {
-    if run.interrupted {
+/// Interrupted: unknown. A cell that could not run: setup error. Anything failing the gate
+/// (unless accepted): 1.
+fn exit(report: &CiReport, accepted: bool) -> ExitCode {
+    if report.interrupted {
         ExitCode::Unknown
-    } else if run
-        .comparison
-        .cells
-        .iter()
-        .any(|c| matches!(c.status, Status::Error(_)))
-    {
+    } else if report.standing(Standing::Error).next().is_some() {
         ExitCode::Setup
-    } else if args.accept || run.identical() {
+    } else if accepted || report.passed {
         ExitCode::Valid
     } else {
         ExitCode::Invalid

@@ -255,11 +255,14 @@ fn matrix_context(args: &MatrixArgs, backend: &dyn Backend, servers: Vec<(String
 }
 
 /// The exit code of a finished matrix: setup errors first, then cells that judged
-/// otherwise than their scenario expects, then unknown cells.
+/// otherwise than their scenario expects (or, for a limiter the scenarios have no
+/// expectation of, broke an invariant), then unknown cells.
 fn matrix_exit(cells: &[matrix::Cell]) -> ExitCode {
-    let mismatched = cells
-        .iter()
-        .filter(|c| c.verdict().is_some_and(|v| v != Verdict::Unknown) && !c.as_expected());
+    let mismatched = cells.iter().filter(|c| {
+        let verdict = c.verdict();
+        (verdict.is_some_and(|v| v != Verdict::Unknown) && !c.as_expected())
+            || (c.expected == matrix::Expectation::Unstated && verdict == Some(Verdict::Invalid))
+    });
     if cells.iter().any(|c| c.outcome.is_err()) {
         ExitCode::Setup
     } else if mismatched.count() > 0 {
@@ -329,6 +332,7 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         allow_reconfigure: server.allow_reconfigure,
         cancel: cancel.clone(),
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
+        only: None,
     })
     .await;
     if cancel.is_cancelled() {
@@ -368,7 +372,7 @@ fn matrix_output(
             say(&line);
         }
         Format::Json => {
-            let json: Vec<CellJson> = cells.iter().map(|c| CellJson::new(c, None)).collect();
+            let json: Vec<CellJson> = cells.iter().map(CellJson::new).collect();
             say(&serde_json::to_string_pretty(&json).expect("cells serialize"));
             eprintln!("{line}");
         }
@@ -413,8 +417,8 @@ pub fn list() -> Result<ExitCode, SetupError> {
         for line in limiter.commands().lines() {
             say(&format!("      {line}"));
         }
-        let ttl = match limiter.ttl_max_windows() {
-            Some(windows) => format!("{windows} × window (declared)"),
+        let ttl = match limiter.ttl_max() {
+            Some(declared) => format!("{} (declared)", declared.describe()),
             None => format!("one window ({})", limiter.algorithm().ttl_default_reason()),
         };
         say(&format!(

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::keys::LayoutSource;
-use crate::scenario::{Adjust, Algorithm, FaultKind};
+use crate::scenario::{Adjust, Algorithm, FaultKind, TtlMax};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
@@ -225,9 +225,12 @@ pub struct LimiterFacts {
     pub round_trips_max: u32,
     /// Its command sequence, in words.
     pub commands: String,
-    /// How long its keys may live, in windows, when it says.
+    /// How long its keys may live, in windows, when it says so in windows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_max_windows: Option<f64>,
+    /// How long its keys may live, in ms, when it says so in absolute time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_max_ms: Option<u64>,
     /// The key templates the run took for the limiter's keys, and who described them.
     pub keys: Vec<String>,
     pub keys_from: LayoutSource,
@@ -237,6 +240,26 @@ pub struct LimiterFacts {
     /// How its traffic reached the server, when through the fault proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<String>,
+}
+
+impl LimiterFacts {
+    /// How long its keys may live, as it declared it (in windows or in ms).
+    pub fn ttl_max(&self) -> Option<TtlMax> {
+        match (self.ttl_max_windows, self.ttl_max_ms) {
+            (Some(windows), _) => Some(TtlMax::Windows(windows)),
+            (None, Some(ms)) => Some(TtlMax::Ms(ms)),
+            (None, None) => None,
+        }
+    }
+
+    /// The declaration as the history's two fields.
+    pub fn ttl_fields(declared: Option<TtlMax>) -> (Option<f64>, Option<u64>) {
+        match declared {
+            Some(TtlMax::Windows(windows)) => (Some(windows), None),
+            Some(TtlMax::Ms(ms)) => (None, Some(ms)),
+            None => (None, None),
+        }
+    }
 }
 
 fn is_zero(n: &u32) -> bool {

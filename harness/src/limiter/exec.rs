@@ -37,7 +37,7 @@ use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, Recorder};
 use crate::keys::{KeyLayout, KeyTemplate, LayoutSource};
-use crate::scenario::Limit;
+use crate::scenario::{Limit, TtlMax};
 
 /// The protocol version this harness speaks. Version 2 adds `now_ms` and `instance` to every
 /// request line; an adapter that says hello with version 1 is still served (it ignores them).
@@ -126,9 +126,12 @@ struct Hello {
     /// Templates of the keys it keeps per identity, e.g. `["app:{identity}:*"]`.
     #[serde(default)]
     keys: Option<Vec<String>>,
-    /// How long its keys may live, in windows.
+    /// How long its keys may live, in windows…
     #[serde(default)]
     ttl_max_windows: Option<f64>,
+    /// …or in ms (a daily cap's 26 h, whatever the window).
+    #[serde(default)]
+    ttl_max_ms: Option<u64>,
     /// Whether it answers `plant` messages.
     #[serde(default)]
     plant: bool,
@@ -150,14 +153,12 @@ impl Hello {
                 KeyTemplate::parse(key).map_err(|e| format!("its hello's `keys`: {e}"))?;
             }
         }
-        if let Some(windows) = self.ttl_max_windows
-            && !(windows.is_finite() && windows > 0.0 && windows <= 1e6)
-        {
-            return Err(format!(
-                "its hello's `ttl_max_windows` = {windows} must be a positive number of windows"
-            ));
-        }
+        self.ttl_max().map_err(|e| format!("its hello's {e}"))?;
         Ok(())
+    }
+
+    fn ttl_max(&self) -> Result<Option<TtlMax>, String> {
+        TtlMax::declared(self.ttl_max_windows, self.ttl_max_ms)
     }
 }
 
@@ -377,7 +378,7 @@ pub struct ExecSession {
     algorithm: Algorithm,
     round_trips_max: u32,
     keys: Option<Vec<String>>,
-    ttl_max_windows: Option<f64>,
+    ttl_max: Option<TtlMax>,
     plants: bool,
     next_plant_id: AtomicU64,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
@@ -423,6 +424,7 @@ impl ExecSession {
             on_reply: env.on_reply.clone(),
         });
         let reader = tokio::spawn(read_replies(stdout, Arc::clone(&adapter)));
+        let ttl_max = hello.ttl_max().unwrap_or_default();
         let name = hello
             .name
             .map_or_else(|| spec.name.clone(), |n| format!("{} ({n})", spec.name));
@@ -431,8 +433,8 @@ impl ExecSession {
             commands: spec.commands().to_owned(),
             algorithm: hello.algorithm.unwrap_or(spec.algorithm()),
             round_trips_max: hello.round_trips_max.unwrap_or(u32::MAX),
+            ttl_max,
             keys: hello.keys,
-            ttl_max_windows: hello.ttl_max_windows,
             plants: hello.plant,
             next_plant_id: AtomicU64::new(PLANT_IDS_FROM),
             stdin: tokio::sync::Mutex::new(child.stdin.take()),
@@ -692,8 +694,8 @@ impl Limiter for ExecSession {
         .ok()
     }
 
-    fn ttl_max_windows(&self) -> Option<f64> {
-        self.ttl_max_windows
+    fn ttl_max(&self) -> Option<TtlMax> {
+        self.ttl_max
     }
 
     async fn plant_exhausted(
@@ -794,6 +796,14 @@ mod tests {
             hello(r#"{"protocol": 1, "ttl_max_windows": 0}"#)
                 .unwrap_err()
                 .contains("positive")
+        );
+        // A daily cap: 26 h in windows of 50 ms, or in ms; not both.
+        assert!(hello(r#"{"protocol": 2, "ttl_max_windows": 1872000}"#).is_ok());
+        assert!(hello(r#"{"protocol": 2, "ttl_max_ms": 93600000}"#).is_ok());
+        assert!(
+            hello(r#"{"protocol": 2, "ttl_max_ms": 1, "ttl_max_windows": 1}"#)
+                .unwrap_err()
+                .contains("both")
         );
         assert!(
             hello(r#"{"protocol": 1, "keyz": []}"#)

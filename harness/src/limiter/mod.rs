@@ -25,7 +25,7 @@ use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::Recorder;
 use crate::keys::KeyLayout;
-use crate::scenario::Limit;
+use crate::scenario::{Limit, TtlMax};
 
 /// A `--limiter` argument: a built-in name, `lua:PATH` or `exec:COMMAND`.
 pub fn resolve(spec: &str) -> Result<Arc<dyn Limiter>, SetupError> {
@@ -127,9 +127,10 @@ pub trait Limiter: Send + Sync {
     fn declared_keys(&self, _limit: &Limit) -> Option<KeyLayout> {
         None
     }
-    /// How long its keys may live, in windows, when it says so (a token bucket kept for two
-    /// refill periods declares 2); `None`: one window, the default for every algorithm.
-    fn ttl_max_windows(&self) -> Option<f64> {
+    /// How long its keys may live, when it says so: in windows (a token bucket kept for two
+    /// refill periods declares 2) or in ms (a daily cap's 26 h); `None`: one window, the
+    /// default for every algorithm.
+    fn ttl_max(&self) -> Option<TtlMax> {
         None
     }
     /// Whether it keeps its count as an integer at the harness's key (planting an exhausted

@@ -8,7 +8,8 @@
 //! args = ["0", "{window_ms}"]      # ARGV, in order
 //! algorithm = "fixed-window"       # what the checkers expect of it
 //! # layout = ["app:{identity}:*"]  # the keys it keeps, when the script builds others than KEYS
-//! # ttl_max_windows = 2            # how long its keys may live, in windows (default 1)
+//! # ttl_max_windows = 2            # how long its keys may live, in windows (default 1)…
+//! # ttl_max_ms = 93600000          # …or in ms, whatever the window (a daily cap's 26 h)
 //! # plant = ["SET {key} 99"]       # commands writing an identity's exhausted state, no TTL
 //! [result]
 //! count_index = 1                  # 1-based element of an array reply holding the count (0: the reply itself)
@@ -34,7 +35,7 @@ use super::template::{Template, Values};
 use super::{Algorithm, Decision, Limiter, Plant, Wire};
 use crate::error::SetupError;
 use crate::keys::{KeyLayout, KeyTemplate, LayoutSource};
-use crate::scenario::Limit;
+use crate::scenario::{Limit, TtlMax};
 
 /// How the harness calls the script and reads its reply.
 #[derive(Debug, Clone, Deserialize)]
@@ -51,9 +52,12 @@ pub struct ScriptConvention {
     /// The keys the script keeps per identity, as key templates, when they are not its KEYS.
     #[serde(default)]
     pub layout: Option<Vec<String>>,
-    /// How long its keys may live, in windows (a bucket kept two refill periods: 2).
+    /// How long its keys may live, in windows (a bucket kept two refill periods: 2)…
     #[serde(default)]
     pub ttl_max_windows: Option<f64>,
+    /// …or in ms, whatever the window (a daily cap: 93600000).
+    #[serde(default)]
+    pub ttl_max_ms: Option<u64>,
     /// Commands that write an identity's exhausted state without a TTL (templates).
     #[serde(default)]
     pub plant: Option<Vec<String>>,
@@ -95,6 +99,7 @@ impl Default for ScriptConvention {
             algorithm: default_algorithm(),
             layout: None,
             ttl_max_windows: None,
+            ttl_max_ms: None,
             plant: None,
             result: ResultMapping::default(),
         }
@@ -112,13 +117,7 @@ impl ScriptConvention {
         if self.layout.as_ref().is_some_and(Vec::is_empty) {
             return Err("`layout` is empty: leave it out to take the KEYS templates".into());
         }
-        if let Some(windows) = self.ttl_max_windows
-            && !(windows.is_finite() && windows > 0.0 && windows <= 1e6)
-        {
-            return Err(format!(
-                "ttl_max_windows = {windows} must be a positive number of windows, at most 1000000"
-            ));
-        }
+        TtlMax::declared(self.ttl_max_windows, self.ttl_max_ms)?;
         if self.layout.is_none() {
             self.key_templates_checked()?;
         }
@@ -390,8 +389,10 @@ impl Limiter for ScriptLimiter {
         KeyLayout::parse(&templates, limit.identities, LayoutSource::Limiter(from)).ok()
     }
 
-    fn ttl_max_windows(&self) -> Option<f64> {
-        self.convention.ttl_max_windows
+    fn ttl_max(&self) -> Option<TtlMax> {
+        TtlMax::declared(self.convention.ttl_max_windows, self.convention.ttl_max_ms)
+            .ok()
+            .flatten()
     }
 
     /// A counter at the harness's key when the script keeps one there (KEYS = [key], fixed
@@ -573,7 +574,12 @@ mod tests {
         assert!(err.to_string().contains("exactly once"), "{err}");
         let err = parse_convention(Path::new("x.toml"), "keys = [\"{key}:{identity}\"]\n").unwrap_err();
         assert!(err.to_string().contains("give them with `layout`"), "{err}");
-        let err = parse_convention(Path::new("x.toml"), "ttl_max_windows = 1e300\n").unwrap_err();
-        assert!(err.to_string().contains("at most 1000000"), "{err}");
+        // A daily cap on a 50 ms window declares 1,872,000 windows, or 26 h in ms: no cap.
+        assert!(parse_convention(Path::new("x.toml"), "ttl_max_windows = 1872000\n").is_ok());
+        assert!(parse_convention(Path::new("x.toml"), "ttl_max_ms = 93600000\n").is_ok());
+        let err = parse_convention(Path::new("x.toml"), "ttl_max_windows = 0\n").unwrap_err();
+        assert!(err.to_string().contains("positive"), "{err}");
+        let err = parse_convention(Path::new("x.toml"), "ttl_max_windows = 2\nttl_max_ms = 5\n").unwrap_err();
+        assert!(err.to_string().contains("both"), "{err}");
     }
 }

@@ -73,6 +73,33 @@ pub struct MatrixConfig {
     /// run handles the signal) and end unknown.
     pub cancel: CancellationToken,
     pub show_progress: bool,
+    /// Only these cells, as (scenario, limiter column) names; `None`: every one.
+    pub only: Option<std::collections::BTreeSet<(String, String)>>,
+}
+
+/// What a cell's scenario expects of its limiter (`[expect]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expectation {
+    Pass,
+    Fail,
+    /// The scenario's `[expect]` speaks of the harness's built-ins only: a team's own
+    /// limiter (an exec adapter, a Lua script) has no expectation, only its baseline.
+    Unstated,
+}
+
+impl Expectation {
+    /// What `scenario` expects of `limiter`: a built-in listed under `fail` fails, any other
+    /// built-in passes.
+    pub fn of(scenario: &Scenario, limiter: &dyn Limiter) -> Self {
+        let name = limiter.name();
+        if !crate::limiter::BUILTIN_NAMES.contains(&name) {
+            Self::Unstated
+        } else if scenario.expect.fail.iter().any(|f| f == name) {
+            Self::Fail
+        } else {
+            Self::Pass
+        }
+    }
 }
 
 /// One scenario × limiter (× server).
@@ -82,8 +109,8 @@ pub struct Cell {
     pub limiter: String,
     /// The server's name when the matrix has a server dimension (`--servers`).
     pub server: Option<String>,
-    /// Whether the scenario expects this limiter to fail.
-    pub expected_fail: bool,
+    /// What the scenario expects of this limiter.
+    pub expected: Expectation,
     pub note: Option<String>,
     /// The report, or why the cell could not run.
     pub outcome: Result<Report, String>,
@@ -95,13 +122,28 @@ impl Cell {
         self.outcome.as_ref().ok().map(|r| r.verdict)
     }
 
-    /// Whether the verdict is what the scenario expects (an unknown or an error never is).
+    /// Whether the verdict is what the scenario expects (an unknown or an error never is,
+    /// unless the limiter needs a newer server than the cell's: then its commands failing is
+    /// what is expected). A cell without an expectation is as expected once it ran.
     pub fn as_expected(&self) -> bool {
-        match self.verdict() {
-            Some(Verdict::Invalid) => self.expected_fail,
-            Some(Verdict::Valid) => !self.expected_fail,
+        if self.needs_newer_server().is_some() {
+            return true;
+        }
+        match (self.expected, self.verdict()) {
+            (Expectation::Unstated, verdict) => verdict.is_some(),
+            (Expectation::Fail, Some(Verdict::Invalid)) | (Expectation::Pass, Some(Verdict::Valid)) => true,
             _ => false,
         }
+    }
+
+    /// The run's note that its limiter needs a newer server than the cell's (its commands
+    /// fail there), without its prefix.
+    pub fn needs_newer_server(&self) -> Option<&str> {
+        let report = self.outcome.as_ref().ok()?;
+        report
+            .problems
+            .iter()
+            .find_map(|p| p.strip_prefix(crate::runner::NEEDS_NEWER_SERVER))
     }
 }
 
@@ -123,6 +165,12 @@ pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
                     .enumerate()
                     .map(move |(si, s)| (vi * per_server + si * width + li, v, s, l))
             })
+        })
+        .filter(|(_, _, s, l)| {
+            config
+                .only
+                .as_ref()
+                .is_none_or(|only| only.contains(&(s.name.clone(), l.name.clone())))
         })
         .collect();
     let plan = spread(
@@ -174,7 +222,7 @@ pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
 
 /// About how long a cell of this scenario waits: its timed phases (the order in which cells
 /// start depends on this, never a verdict).
-fn expected_ms(scenario: &Scenario) -> u64 {
+pub fn expected_ms(scenario: &Scenario) -> u64 {
     scenario.phases.iter().filter_map(|p| p.kind.planned_ms()).sum()
 }
 
@@ -218,7 +266,7 @@ async fn run_cell(config: &MatrixConfig, server: &MatrixServer, scenario: &Scena
     let mut cell = Cell {
         scenario: scenario.name.clone(),
         server: server.name.clone(),
-        expected_fail: scenario.expect.fail.contains(&name),
+        expected: Expectation::of(scenario, limiter.limiter.as_ref()),
         note: scenario.expect.notes.get(&name).cloned(),
         limiter: name,
         outcome: Err(String::new()),
@@ -289,7 +337,7 @@ fn not_run(server: &MatrixServer, scenario: &Scenario, limiter: &MatrixLimiter) 
     Cell {
         scenario: scenario.name.clone(),
         server: server.name.clone(),
-        expected_fail: scenario.expect.fail.contains(&name),
+        expected: Expectation::of(scenario, limiter.limiter.as_ref()),
         note: None,
         limiter: name,
         outcome: Err("not run: the matrix was interrupted".into()),

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::Cell;
+use super::{Cell, Expectation};
 use crate::checker::Verdict;
 use crate::scenario::{Invariant, Scenario};
 
@@ -39,7 +39,7 @@ fn cell_text(cell: &Cell) -> String {
     };
     let text = match report.verdict {
         // Its commands fail on this server: the invariants could not be observed.
-        Verdict::Unknown if version_note(cell).is_some() => "unknown: server too old".to_owned(),
+        Verdict::Unknown if cell.needs_newer_server().is_some() => "unknown: server too old".to_owned(),
         Verdict::Valid => "pass".to_owned(),
         Verdict::Invalid => format!("**{}**", broken(Verdict::Invalid).join(", ")),
         Verdict::Unknown => format!("unknown: {}", broken(Verdict::Unknown).join(", ")),
@@ -51,31 +51,26 @@ fn cell_text(cell: &Cell) -> String {
     }
 }
 
-/// A scenario × limiter grid of `cells` (those on `server`, when the matrix has servers)
-/// in Markdown, each cell's text from `text` (given the cell's position in `cells`); "–"
-/// where no cell ran.
-pub fn grid(
-    out: &mut String,
-    scenarios: &[String],
-    limiters: &[String],
-    cells: &[Cell],
-    server: Option<&str>,
-    text: impl Fn(usize) -> String,
-) {
+/// A scenario × limiter grid in Markdown, each cell's text from `text` (given the scenario
+/// and limiter names); "–" where it gives none (no such cell ran).
+pub fn grid(out: &mut String, scenarios: &[String], limiters: &[String], text: impl Fn(&str, &str) -> Option<String>) {
     let _ = writeln!(out, "| scenario | {} |", limiters.join(" | "));
     let _ = writeln!(out, "|---|{}", "---|".repeat(limiters.len()));
     for scenario in scenarios {
         let row: Vec<String> = limiters
             .iter()
-            .map(|l| {
-                cells
-                    .iter()
-                    .position(|c| &c.scenario == scenario && &c.limiter == l && c.server.as_deref() == server)
-                    .map_or_else(|| "–".to_owned(), &text)
-            })
+            .map(|l| text(scenario, l).unwrap_or_else(|| "–".to_owned()))
             .collect();
         let _ = writeln!(out, "| {scenario} | {} |", row.join(" | "));
     }
+}
+
+/// The text of the cell `scenario × limiter` (on `server`) among `cells`.
+fn cell_at(cells: &[Cell], server: Option<&str>, scenario: &str, limiter: &str) -> Option<String> {
+    cells
+        .iter()
+        .find(|c| c.scenario == scenario && c.limiter == limiter && c.server.as_deref() == server)
+        .map(cell_text)
 }
 
 /// Where a table's readers find more, and how it was made.
@@ -121,16 +116,14 @@ pub fn render_table(scenarios: &[Scenario], limiters: &[String], cells: &[Cell],
     );
     let names: Vec<String> = scenarios.iter().map(|s| s.name.clone()).collect();
     if context.servers.is_empty() {
-        grid(&mut out, &names, limiters, cells, None, |i| cell_text(&cells[i]));
+        grid(&mut out, &names, limiters, |s, l| cell_at(cells, None, s, l));
     }
     for (i, (server, version)) in context.servers.iter().enumerate() {
         if i > 0 {
             let _ = writeln!(out);
         }
         let _ = writeln!(out, "## {server} ({version})\n");
-        grid(&mut out, &names, limiters, cells, Some(server), |i| {
-            cell_text(&cells[i])
-        });
+        grid(&mut out, &names, limiters, |s, l| cell_at(cells, Some(server), s, l));
     }
     let legend: Vec<String> = Invariant::ALL
         .iter()
@@ -150,10 +143,9 @@ fn findings(out: &mut String, cells: &[Cell]) {
         return;
     }
     for cell in differing {
-        let expected = if cell.expected_fail {
-            "expected to fail"
-        } else {
-            "expected to pass"
+        let expected = match cell.expected {
+            Expectation::Fail => "expected to fail",
+            _ => "expected to pass",
         };
         let got = match &cell.outcome {
             Ok(r) => r.verdict.name().to_owned(),
@@ -175,31 +167,27 @@ fn findings(out: &mut String, cells: &[Cell]) {
 }
 
 /// The run's note that its limiter needs a newer server than the cell's (its commands
-/// fail there): the reason a cell on an older server differs from the expectation.
+/// fail there), as a finding's reason.
 fn version_note(cell: &Cell) -> Option<String> {
-    let report = cell.outcome.as_ref().ok()?;
-    let note = report
-        .problems
-        .iter()
-        .find_map(|p| p.strip_prefix(crate::runner::NEEDS_NEWER_SERVER))?;
+    let note = cell.needs_newer_server()?;
     Some(format!("the limiter {}", note.trim().trim_start_matches("limiter ")))
 }
 
+/// The notes of cells as expected: the scenario's note on the limiter, or — on a server
+/// older than the limiter needs, where its commands failing is what is expected — why.
 fn notes(out: &mut String, cells: &[Cell]) {
-    let noted: Vec<&Cell> = cells.iter().filter(|c| c.note.is_some() && c.as_expected()).collect();
+    let noted: Vec<(&Cell, String)> = cells
+        .iter()
+        .filter(|c| c.as_expected())
+        .filter_map(|c| Some((c, version_note(c).or_else(|| c.note.clone())?)))
+        .collect();
     if noted.is_empty() {
         return;
     }
     let _ = writeln!(out, "## Notes\n");
-    for cell in noted {
+    for (cell, note) in noted {
         let on = cell.server.as_ref().map(|s| format!("{s}: ")).unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "- {on}{} × {}: {}",
-            cell.scenario,
-            cell.limiter,
-            cell.note.as_deref().unwrap_or_default()
-        );
+        let _ = writeln!(out, "- {on}{} × {}: {note}", cell.scenario, cell.limiter);
     }
     let _ = writeln!(out);
 }

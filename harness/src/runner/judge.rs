@@ -182,12 +182,7 @@ pub fn judge_history(events: Vec<Event>) -> Result<Judgement, String> {
         .ok_or("it never says which limiter ran (no `\"type\":\"limiter\"` line)")?;
     let layout = KeyLayout::parse(&limiter.keys, scenario.limit.identities, limiter.keys_from.clone())
         .map_err(|e| format!("the key layout it records does not parse: {e}"))?;
-    let ttl = TtlBound::resolve(
-        &scenario.limit,
-        &scenario.check,
-        limiter.algorithm,
-        limiter.ttl_max_windows,
-    );
+    let ttl = TtlBound::resolve(&scenario.limit, &scenario.check, limiter.algorithm, limiter.ttl_max());
     let index = HistoryIndex::new(events, &layout);
     let results = checker::check(&CheckInput {
         limit: &scenario.limit,

@@ -250,6 +250,7 @@ pub(crate) fn limiter_event(
     proxy: Option<String>,
     clock: RunClock,
 ) -> Event {
+    let (ttl_max_windows, ttl_max_ms) = LimiterFacts::ttl_fields(limiter.ttl_max());
     Event::Limiter {
         t_us: clock.now_us(),
         limiter: LimiterFacts {
@@ -257,7 +258,8 @@ pub(crate) fn limiter_event(
             algorithm: limiter.algorithm(),
             round_trips_max: limiter.round_trips_max(),
             commands: limiter.commands().to_owned(),
-            ttl_max_windows: limiter.ttl_max_windows(),
+            ttl_max_windows,
+            ttl_max_ms,
             keys: layout.texts(),
             keys_from: layout.source,
             keys_note,

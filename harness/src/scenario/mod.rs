@@ -7,6 +7,7 @@ pub mod file;
 mod load;
 mod model;
 mod resolve;
+mod ttl;
 
 pub use adjust::Adjust;
 pub use error::ScenarioError;
@@ -19,6 +20,7 @@ pub use model::{
     Fault, FaultKind, GapFault, GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence,
     Phase, PhaseKind, Pick, Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup, Spacing,
 };
+pub use ttl::TtlMax;
 
 #[cfg(test)]
 mod tests;

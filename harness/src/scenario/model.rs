@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::TtlMax;
 use crate::keys::KeyLayout;
 
 /// A validated scenario. Built only by [`super::parse_scenario`].
@@ -861,6 +862,11 @@ pub struct CheckConfig {
     /// The longest a limiter key may live, when the scenario says (it overrides the
     /// limiter's declaration and the algorithm's default).
     pub ttl_max_ms: Option<u64>,
+    /// How long the limiter's keys may live as the run declared it for the limiter
+    /// (`--ttl-max-ms`/`--ttl-max-windows`, a suite's `[[limiter]]`): it stands for the
+    /// limiter's own declaration, under the scenario's `ttl_max_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_declared: Option<TtlMax>,
     /// How long a run may take before it is stopped as unknown, when the scenario says
     /// (otherwise derived from the phases and faults: [`Scenario::deadline`]).
     pub deadline_ms: Option<u64>,

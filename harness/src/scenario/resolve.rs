@@ -1076,6 +1076,7 @@ fn resolve_check(file: &CheckFile, limit: &Limit, src: &Source<'_>) -> Result<Ch
             Some(v) => Some(src.in_range(v, "ttl_max_ms", 1..=31_536_000_000)?),
             None => None,
         },
+        ttl_declared: None,
         deadline_ms: match &file.deadline_ms {
             Some(v) => Some(src.in_range(v, "deadline_ms", 1..=86_400_000)?),
             None => None,

@@ -1,260 +1,280 @@
-//! The reviewed baseline: one file per cell holding its deterministic snapshot (the verdict
-//! per invariant, the anomaly kinds and keys, what each fault did, the rules), committed in
-//! the team's repository. `ci` compares every cell with its file; any difference — a
-//! regression or an improvement — is reported per cell and per invariant, and `--accept`
-//! rewrites the files so the change is reviewed in the pull request's diff.
+//! The reviewed baseline: one file per cell, committed in the team's repository. A stable
+//! cell's file is its deterministic snapshot (the verdict per invariant, the anomaly kinds and
+//! keys, what each fault did, the rules); a flaky cell's file is its [`FlakyRecord`] (every
+//! verdict, anomaly kind and other line its runs showed). [`judge`] sets a cell's runs
+//! against its file: the same, a change (labelled regression, improvement or changed), new,
+//! or flaky; and says what `--accept` would write.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::error::SetupError;
-use crate::matrix::Cell;
-use crate::report::render_snapshot;
-
-/// How a cell compares with its baseline.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Status {
-    /// The snapshot is the baseline's, byte for byte.
-    Same,
-    /// It differs: `changes` says how, per invariant.
-    Changed { old: String },
-    /// No baseline file for this cell yet.
-    New,
-    /// The cell could not run (a setup error): nothing to compare.
-    Error(String),
-}
-
-/// One cell against its baseline file.
-#[derive(Debug, Clone)]
-pub struct Compared {
-    pub scenario: String,
-    pub limiter: String,
-    pub file: PathBuf,
-    pub status: Status,
-    /// The cell's snapshot now (empty when it could not run).
-    pub snapshot: String,
-    /// What changed, one line each: "ttl-bounded: valid → invalid (ttl-too-long: rl:0)".
-    pub changes: Vec<String>,
-}
-
-impl Compared {
-    pub fn differs(&self) -> bool {
-        matches!(self.status, Status::Changed { .. } | Status::New)
-    }
-
-    /// A unified diff from the baseline to now (empty when the same).
-    pub fn diff(&self) -> String {
-        let old = match &self.status {
-            Status::Changed { old } => old.as_str(),
-            Status::New => "",
-            _ => return String::new(),
-        };
-        similar::TextDiff::from_lines(old, self.snapshot.as_str())
-            .unified_diff()
-            .context_radius(2)
-            .header(&self.file.display().to_string(), "now")
-            .to_string()
-    }
-}
-
-/// Every cell against the baseline in `dir`, and the baseline files no cell has (stale).
-#[derive(Debug, Clone)]
-pub struct Comparison {
-    pub cells: Vec<Compared>,
-    pub stale: Vec<PathBuf>,
-}
-
-impl Comparison {
-    pub fn differing(&self) -> impl Iterator<Item = &Compared> {
-        self.cells.iter().filter(|c| c.differs())
-    }
-
-    /// Whether every cell ran and is its baseline, and no baseline file is stale.
-    pub fn identical(&self) -> bool {
-        self.differing().next().is_none()
-            && self.stale.is_empty()
-            && !self.cells.iter().any(|c| matches!(c.status, Status::Error(_)))
-    }
-}
+use super::Label;
+use super::verdicts::{Change, FlakyRecord, changes, overall, tally, verdicts};
 
 /// The baseline file of a cell.
 pub fn baseline_file(dir: &Path, scenario: &str, limiter: &str) -> PathBuf {
     dir.join(format!("{scenario}--{limiter}.md"))
 }
 
-/// Compare every cell with its file in `dir`.
-pub fn compare(dir: &Path, cells: &[Cell]) -> Comparison {
-    let compared: Vec<Compared> = cells.iter().map(|cell| compare_cell(dir, cell)).collect();
-    let stale = std::fs::read_dir(dir)
-        .map(|entries| {
-            let mut stale: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.extension().is_some_and(|x| x == "md")
-                        && p.file_stem().is_some_and(|s| s.to_string_lossy().contains("--"))
-                })
-                .filter(|p| !compared.iter().any(|c| c.file == *p))
-                .collect();
-            stale.sort();
-            stale
-        })
-        .unwrap_or_default();
-    Comparison { cells: compared, stale }
+/// What a cell's baseline file holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    /// No file: the cell is new.
+    Missing,
+    /// The snapshot every run must give.
+    Stable(String),
+    /// What the cell's runs may give.
+    Flaky(FlakyRecord),
 }
 
-fn compare_cell(dir: &Path, cell: &Cell) -> Compared {
-    let file = baseline_file(dir, &cell.scenario, &cell.limiter);
-    let (status, snapshot) = match &cell.outcome {
-        Err(e) => (Status::Error(e.clone()), String::new()),
-        Ok(report) => {
-            let now = render_snapshot(report);
-            let status = match std::fs::read_to_string(&file) {
-                Ok(old) if old == now => Status::Same,
-                Ok(old) => Status::Changed { old },
-                Err(_) => Status::New,
+/// Read a cell's baseline file. A file that exists but cannot be read (or is not UTF-8) is
+/// an error naming it, never "no baseline yet".
+pub fn read(file: &Path) -> Result<Recorded, String> {
+    match std::fs::read_to_string(file) {
+        Ok(text) => Ok(FlakyRecord::parse(&text).map_or(Recorded::Stable(text), Recorded::Flaky)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Recorded::Missing),
+        Err(e) => Err(format!("cannot read the baseline file {}: {e}", file.display())),
+    }
+}
+
+/// How a cell stands against its baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Standing {
+    /// As in the baseline.
+    Same,
+    /// Recorded flaky, and this run is among what was seen.
+    SameFlaky,
+    /// No baseline file yet.
+    New,
+    /// Its runs agree, and differ from the baseline for the worse.
+    Regression,
+    /// Its runs agree, and differ from the baseline for the better.
+    Improvement,
+    /// Its runs agree, and differ from the baseline otherwise (keys, a fault, a rule).
+    Changed,
+    /// Its runs disagree, beyond what the baseline records.
+    Flaky,
+    /// It could not run.
+    Error,
+    /// The suite leaves it out (`[[skip]]`).
+    Skipped,
+}
+
+impl Standing {
+    /// Whether the cell differs from its baseline (in any way `ci` reports).
+    pub fn differs(self) -> bool {
+        matches!(
+            self,
+            Self::New | Self::Regression | Self::Improvement | Self::Changed | Self::Flaky
+        )
+    }
+
+    /// The word the summary's table puts after the cell's verdict.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Self::Same | Self::Skipped => "",
+            Self::SameFlaky => " (flaky, as recorded)",
+            Self::New => " ⚠ new",
+            Self::Regression => " ⚠ regression",
+            Self::Improvement => " ⚠ improved",
+            Self::Changed => " ⚠ changed",
+            Self::Flaky => " ⚠ flaky",
+            Self::Error => " ⚠ could not run",
+        }
+    }
+}
+
+/// A cell's runs set against its baseline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judged {
+    pub standing: Standing,
+    /// What differs, labelled.
+    pub changes: Vec<Change>,
+    /// For runs that disagree: what each invariant gave ("ttl-present: invalid 1 of 3").
+    pub tally: Vec<String>,
+    /// The index of the first run that differs from the baseline, when one does.
+    pub differing_run: Option<usize>,
+    /// What `--accept` writes to the cell's file, when that changes it.
+    pub record: Option<String>,
+}
+
+/// Set a cell's runs (their snapshots, the first run first; an empty one could not run)
+/// against what its file records. Runs that all agree are a stable cell: the same as a stable
+/// baseline, or within a flaky record, or else a change. Runs that disagree are flaky, unless
+/// a flaky record admits every one of them — or unless none of them is as recorded and they
+/// agree on every verdict (only which keys a race hit varies): that is a change, labelled,
+/// recorded as flaky.
+pub fn judge(scenario: &str, limiter: &str, recorded: &Recorded, runs: &[String]) -> Judged {
+    let first = runs.first().map(String::as_str).unwrap_or_default();
+    let agree = runs.iter().all(|r| r == first);
+    let same_verdicts = !first.is_empty() && runs.iter().all(|r| verdicts(r) == verdicts(first));
+    let flaky_record = || FlakyRecord::of(runs).render(scenario, limiter);
+    let mut judged = Judged {
+        standing: Standing::Same,
+        changes: Vec::new(),
+        tally: if agree { Vec::new() } else { tally(runs) },
+        differing_run: None,
+        record: None,
+    };
+    match recorded {
+        Recorded::Missing => {
+            judged.standing = Standing::New;
+            judged.record = Some(if agree { first.to_owned() } else { flaky_record() });
+        }
+        Recorded::Stable(old) => {
+            judged.differing_run = runs.iter().position(|r| r != old);
+            let Some(i) = judged.differing_run else {
+                return judged;
             };
-            (status, now)
-        }
-    };
-    let changes = match &status {
-        Status::Changed { old } => changes(old, &snapshot),
-        Status::New => vec!["no baseline yet".to_owned()],
-        _ => Vec::new(),
-    };
-    Compared {
-        scenario: cell.scenario.clone(),
-        limiter: cell.limiter.clone(),
-        file,
-        status,
-        snapshot,
-        changes,
-    }
-}
-
-/// Write every cell that differs, remove the stale files; returns what was written or removed.
-pub fn accept(dir: &Path, comparison: &Comparison) -> Result<Vec<String>, SetupError> {
-    std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create the baseline directory", dir, e))?;
-    let mut done = Vec::new();
-    for cell in comparison.differing() {
-        std::fs::write(&cell.file, &cell.snapshot).map_err(|e| SetupError::io("cannot write", &cell.file, e))?;
-        done.push(format!("wrote {}", cell.file.display()));
-    }
-    for file in &comparison.stale {
-        std::fs::remove_file(file).map_err(|e| SetupError::io("cannot remove", file, e))?;
-        done.push(format!("removed {} (no such cell in the suite)", file.display()));
-    }
-    Ok(done)
-}
-
-/// One row of a snapshot's verdict table: (verdict, anomalies "kind: keys; ...").
-type Rows = BTreeMap<String, (String, String)>;
-
-/// The rows of a snapshot's table `| invariant | verdict | anomalies (kind: keys) |`.
-fn rows(snapshot: &str) -> Rows {
-    snapshot
-        .lines()
-        .skip_while(|l| !l.starts_with("| invariant |"))
-        .skip(2)
-        .take_while(|l| l.starts_with("| "))
-        .filter_map(|l| {
-            let cols: Vec<&str> = l.trim_matches('|').split(" | ").map(str::trim).collect();
-            match cols.as_slice() {
-                [invariant, verdict, anomalies] => Some((
-                    (*invariant).to_owned(),
-                    ((*verdict).to_owned(), (*anomalies).to_owned()),
-                )),
-                [invariant, verdict] => Some(((*invariant).to_owned(), ((*verdict).to_owned(), String::new()))),
-                _ => None,
+            judged.changes = changes(old, &runs[i]);
+            let none_as_recorded = runs.iter().all(|r| r != old);
+            if agree {
+                judged.standing = standing_of(overall(&judged.changes));
+                judged.record = Some(first.to_owned());
+            } else if none_as_recorded && same_verdicts {
+                judged.standing = standing_of(overall(&judged.changes));
+                judged.record = Some(flaky_record());
+            } else {
+                judged.standing = Standing::Flaky;
+                judged.record = Some(flaky_record());
             }
-        })
-        .collect()
+        }
+        Recorded::Flaky(record) => {
+            judged.differing_run = runs.iter().position(|r| !record.admits(r));
+            let Some(i) = judged.differing_run else {
+                judged.standing = Standing::SameFlaky;
+                return judged;
+            };
+            judged.changes = record.outside(&runs[i]);
+            let none_admitted = runs.iter().all(|r| !record.admits(r));
+            if agree {
+                judged.standing = standing_of(overall(&judged.changes));
+                judged.record = Some(first.to_owned());
+            } else if none_admitted && same_verdicts {
+                judged.standing = standing_of(overall(&judged.changes));
+                judged.record = Some(flaky_record());
+            } else {
+                judged.standing = Standing::Flaky;
+                judged.record = Some(flaky_record());
+            }
+        }
+    }
+    judged
 }
 
-/// What changed between two snapshots, per invariant; then the lines outside the table.
-pub fn changes(old: &str, new: &str) -> Vec<String> {
-    let (before, after) = (rows(old), rows(new));
-    let mut out = Vec::new();
-    for (invariant, (verdict, anomalies)) in &after {
-        match before.get(invariant) {
-            None => out.push(format!("{invariant}: newly checked, {verdict}{}", paren(anomalies))),
-            Some((was, _)) if was != verdict => out.push(format!("{invariant}: {was} → {verdict}{}", paren(anomalies))),
-            Some((_, was)) if was != anomalies => out.push(format!(
-                "{invariant}: still {verdict}, other anomalies: {} (was {})",
-                or_none(anomalies),
-                or_none(was)
-            )),
-            Some(_) => {}
-        }
+fn standing_of(label: Label) -> Standing {
+    match label {
+        Label::Regression => Standing::Regression,
+        Label::Improvement => Standing::Improvement,
+        Label::Changed => Standing::Changed,
     }
-    for (invariant, (verdict, _)) in &before {
-        if !after.contains_key(invariant) {
-            out.push(format!("{invariant}: no longer checked (was {verdict})"));
-        }
-    }
-    // The title's verdict is the rows' merged: a change there is already said above.
-    let outside = |s: &str| -> Vec<String> {
-        s.lines()
-            .filter(|l| !l.starts_with("| ") && !l.starts_with("# "))
-            .map(str::to_owned)
-            .collect()
+}
+
+/// Baseline files in `dir` that no cell of the suite has (named `SCENARIO--LIMITER.md`).
+pub fn stale(dir: &Path, cells: &[(String, String)]) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
     };
-    if outside(old) != outside(new) {
-        out.push("other lines changed (the header, a fault's outcome or a rule): see the diff".into());
-    }
-    out
+    let mut stale: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "md")
+                && p.file_stem().is_some_and(|s| s.to_string_lossy().contains("--"))
+        })
+        .filter(|p| !cells.iter().any(|(s, l)| baseline_file(dir, s, l) == *p))
+        .collect();
+    stale.sort();
+    stale
 }
 
-fn paren(anomalies: &str) -> String {
-    if anomalies.is_empty() {
-        String::new()
-    } else {
-        format!(" ({anomalies})")
-    }
-}
-
-fn or_none(anomalies: &str) -> &str {
-    if anomalies.is_empty() { "none" } else { anomalies }
+/// A unified diff from the baseline file's text to the run's snapshot (empty when equal).
+pub fn diff(file: &Path, old: &str, new: &str) -> String {
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(2)
+        .header(&file.display().to_string(), "now")
+        .to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const OLD: &str = "# s × l: INVALID\n\n| invariant | verdict | anomalies (kind: keys) |\n|---|---|---|\n| ttl-present | valid |  |\n| no-counter-reset | invalid | reset-by-eviction: rl:0 |\n\nRules:\n- x\n";
+    const PASS: &str = "# s × l: VALID\n\n| invariant | verdict | anomalies (kind: keys) |\n|---|---|---|\n| ttl-present | valid |  |\n\nRules:\n- x\n";
 
-    #[test]
-    fn a_new_broken_invariant_is_named_even_in_a_cell_that_already_failed() {
-        let new = OLD.replace(
+    fn fail() -> String {
+        PASS.replace("VALID", "INVALID").replace(
             "| ttl-present | valid |  |",
             "| ttl-present | invalid | immortal-key: rl:0 |",
+        )
+    }
+
+    #[test]
+    fn the_same_runs_are_the_same_and_other_runs_that_agree_are_a_labelled_change() {
+        let stable = Recorded::Stable(PASS.to_owned());
+        assert_eq!(judge("s", "l", &stable, &[PASS.to_owned()]).standing, Standing::Same);
+        let regressed = judge("s", "l", &stable, &[fail(), fail(), fail()]);
+        assert_eq!(regressed.standing, Standing::Regression);
+        assert_eq!(regressed.record.as_deref(), Some(fail().as_str()));
+        let improved = judge(
+            "s",
+            "l",
+            &Recorded::Stable(fail()),
+            &[PASS.to_owned(), PASS.to_owned(), PASS.to_owned()],
         );
+        assert_eq!(improved.standing, Standing::Improvement);
+    }
+
+    #[test]
+    fn runs_that_disagree_are_flaky_and_a_record_of_them_admits_each() {
+        let stable = Recorded::Stable(PASS.to_owned());
+        let runs = [fail(), PASS.to_owned(), PASS.to_owned()];
+        let flaky = judge("s", "l", &stable, &runs);
+        assert_eq!(flaky.standing, Standing::Flaky);
+        assert_eq!(flaky.tally, vec!["ttl-present: invalid 1 of 3, valid 2 of 3"]);
+        assert_eq!(flaky.differing_run, Some(0));
+        let record = flaky.record.unwrap();
+        let recorded = Recorded::Flaky(FlakyRecord::parse(&record).unwrap());
+        // Accepted as flaky: each verdict it showed passes.
+        assert_eq!(judge("s", "l", &recorded, &[fail()]).standing, Standing::SameFlaky);
         assert_eq!(
-            changes(OLD, &new),
-            vec!["ttl-present: valid → invalid (immortal-key: rl:0)"]
+            judge("s", "l", &recorded, &[PASS.to_owned()]).standing,
+            Standing::SameFlaky
+        );
+        // Stable again outside the record: a change.
+        let unknown = PASS.replace("| ttl-present | valid |  |", "| ttl-present | unknown |  |");
+        let judged = judge("s", "l", &recorded, &[unknown.clone(), unknown.clone(), unknown]);
+        assert_eq!(judged.standing, Standing::Changed);
+    }
+
+    #[test]
+    fn runs_that_all_regress_alike_are_a_regression_even_when_their_keys_vary() {
+        let stable = Recorded::Stable(PASS.to_owned());
+        let other_key = fail().replace("rl:0", "rl:1");
+        let judged = judge("s", "l", &stable, &[fail(), other_key.clone(), fail()]);
+        assert_eq!(judged.standing, Standing::Regression);
+        assert_eq!(judged.tally, vec!["ttl-present: other anomalies from run to run"]);
+        // Accepted, it is recorded as flaky: which key a race hits is timing's.
+        let record = judged.record.unwrap();
+        assert!(record.contains(": FLAKY"), "{record}");
+        // One run as recorded: flaky.
+        assert_eq!(
+            judge("s", "l", &stable, &[fail(), PASS.to_owned(), other_key]).standing,
+            Standing::Flaky
         );
     }
 
     #[test]
-    fn other_anomalies_under_the_same_verdict_and_other_lines_are_changes_too() {
-        let new = OLD
-            .replace("reset-by-eviction: rl:0", "reset-by-eviction: rl:0, rl:1")
-            .replace("- x", "- y");
+    fn a_missing_file_is_new_and_an_unreadable_one_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s--l.md");
+        assert_eq!(read(&file), Ok(Recorded::Missing));
         assert_eq!(
-            changes(OLD, &new),
-            vec![
-                "no-counter-reset: still invalid, other anomalies: reset-by-eviction: rl:0, rl:1 (was reset-by-eviction: rl:0)",
-                "other lines changed (the header, a fault's outcome or a rule): see the diff"
-            ]
+            judge("s", "l", &Recorded::Missing, &[PASS.to_owned()]).standing,
+            Standing::New
         );
-        assert!(changes(OLD, OLD).is_empty());
-    }
-
-    #[test]
-    fn an_improvement_is_a_change() {
-        let new = OLD.replace(
-            "| no-counter-reset | invalid | reset-by-eviction: rl:0 |",
-            "| no-counter-reset | valid |  |",
-        );
-        assert_eq!(changes(OLD, &new), vec!["no-counter-reset: invalid → valid"]);
+        std::fs::write(&file, [0xff, 0xfe, 0x00]).unwrap();
+        let err = read(&file).unwrap_err();
+        assert!(err.contains("s--l.md"), "{err}");
     }
 }

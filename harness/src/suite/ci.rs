@@ -1,60 +1,148 @@
-//! `ci`: run a suite's cells and compare them with its reviewed baseline.
+//! `ci`: choose a suite's cells (`--cells`, `--scenarios`, `--limiters`, `--shard`, less the
+//! suite's `[[skip]]`s), run them, run again those that differ from their baseline (runs that
+//! disagree are flaky), set each against its baseline and, with `--accept`, record what they
+//! gave: the same bytes for a stable cell, a flaky record for one whose runs disagree.
 
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::baseline::{self, Comparison};
+use super::baseline::{self, Judged, Recorded, Standing};
+use super::outcome::{CellResult, CiReport, TableState, cell_name};
 use super::resolve::Suite;
+use super::summary::verdict_words;
 use crate::backend::Backend;
+use crate::checker::Verdict;
 use crate::error::SetupError;
-use crate::matrix::{Cell, MatrixConfig, MatrixLimiter, MatrixServer, TableContext, render_table, run_matrix};
+use crate::matrix::{
+    Cell, MatrixConfig, MatrixLimiter, MatrixServer, TableContext, expected_ms, glob_match, render_table, run_matrix,
+    sanitize,
+};
+use crate::report::render_snapshot;
 use crate::scenario::Scenario;
 
 /// How `ci` runs beyond what the suite file says.
 #[derive(Debug, Clone, Default)]
 pub struct CiOptions {
-    /// Rewrite the baseline (and the table) with what the cells give now.
+    /// Record what the cells give as their baseline (and the table): each cell then runs
+    /// 1 + `reruns` times, so that a flaky one is recorded as flaky.
     pub accept: bool,
     /// Overrides the suite's `jobs`.
     pub jobs: Option<usize>,
+    /// Overrides the suite's `reruns`.
+    pub reruns: Option<u32>,
+    pub selection: Selection,
     pub show_progress: bool,
     /// Cancelled (Ctrl-C): no further cell starts.
     pub cancel: CancellationToken,
 }
 
-/// The suite's table kept with the baseline (`[suite] table`), against what the cells give.
-#[derive(Debug, Clone)]
-pub struct TableCheck {
-    pub path: PathBuf,
-    pub now: String,
-    pub same: bool,
+/// Which of the suite's cells a run takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// Globs over `SCENARIO--LIMITER`.
+    pub cells: Vec<String>,
+    /// Globs over scenario names.
+    pub scenarios: Vec<String>,
+    /// Globs over the suite's limiter names.
+    pub limiters: Vec<String>,
+    pub shard: Option<Shard>,
+}
+
+impl Selection {
+    /// Whether it takes every cell.
+    pub fn is_whole(&self) -> bool {
+        *self == Self::default()
+    }
+
+    fn admits(&self, scenario: &str, limiter: &str) -> bool {
+        let any = |globs: &[String], name: &str| globs.is_empty() || globs.iter().any(|g| glob_match(g, name));
+        any(&self.cells, &cell_name(scenario, limiter))
+            && any(&self.scenarios, scenario)
+            && any(&self.limiters, limiter)
+    }
+
+    /// The flags that narrowed it, e.g. "--cells '*--api'" (the shard aside).
+    fn describe(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        for (flag, globs) in [
+            ("--cells", &self.cells),
+            ("--scenarios", &self.scenarios),
+            ("--limiters", &self.limiters),
+        ] {
+            if !globs.is_empty() {
+                parts.push(format!("{flag} {}", crate::shell::quote(&globs.join(","))));
+            }
+        }
+        (!parts.is_empty()).then(|| parts.join(" "))
+    }
+}
+
+/// `--shard K/N`: the K-th of N disjoint parts of the cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// 1-based.
+    pub index: u32,
+    pub count: u32,
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let parsed = s
+            .split_once('/')
+            .and_then(|(k, n)| Some((k.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?)));
+        match parsed {
+            Some((index, count)) if (1..=256).contains(&count) && (1..=count).contains(&index) => {
+                Ok(Self { index, count })
+            }
+            _ => Err(format!(
+                "`{s}`: a shard is K/N with 1 <= K <= N <= 256, e.g. 1/2 and 2/2 for two CI jobs"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// Each shard's cells: the candidates ordered by how long their scenario waits (longest
+/// first, then table order), dealt out in turn — disjoint, covering, deterministic for a
+/// suite, and about even in time.
+fn shard_cells(cells: &[(String, String)], scenarios: &[Scenario], shard: Shard) -> Vec<(String, String)> {
+    let wait = |name: &str| scenarios.iter().find(|s| s.name == name).map_or(0, expected_ms);
+    let mut order: Vec<(usize, &(String, String))> = cells.iter().enumerate().collect();
+    order.sort_by_key(|(i, (s, _))| (std::cmp::Reverse(wait(s)), *i));
+    let mut mine: Vec<(usize, (String, String))> = order
+        .into_iter()
+        .enumerate()
+        .filter(|(turn, _)| *turn as u32 % shard.count == shard.index - 1)
+        .map(|(_, (i, cell))| (i, cell.clone()))
+        .collect();
+    mine.sort_by_key(|(i, _)| *i);
+    mine.into_iter().map(|(_, cell)| cell).collect()
 }
 
 /// A finished `ci` run.
 #[derive(Debug)]
 pub struct CiRun {
+    pub report: CiReport,
+    /// The suite's scenarios.
     pub scenarios: Vec<Scenario>,
-    /// Column names, in the suite's order.
-    pub limiters: Vec<String>,
+    /// The first run of every cell that ran.
     pub cells: Vec<Cell>,
-    pub comparison: Comparison,
-    pub table: Option<TableCheck>,
-    /// What `--accept` wrote or removed.
-    pub accepted: Vec<String>,
-    pub interrupted: bool,
 }
 
-impl CiRun {
-    /// Whether every cell (and the table) is as in the baseline.
-    pub fn identical(&self) -> bool {
-        self.comparison.identical() && self.table.as_ref().is_none_or(|t| t.same)
-    }
-}
-
-/// Run every cell of `suite` on `backend` and compare it with the baseline. Paths in the
-/// suite are taken relative to the current directory (`ci` runs in the suite's directory).
+/// Run the selected cells of `suite` on `backend` and set them against the baseline. Paths
+/// in the suite are taken relative to the current directory (`ci` runs in the suite's
+/// directory).
 pub async fn run_ci(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOptions) -> Result<CiRun, SetupError> {
     let scenarios = suite.load_scenarios()?;
     let limiters = suite
@@ -68,59 +156,428 @@ pub async fn run_ci(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOption
             })
         })
         .collect::<Result<Vec<_>, SetupError>>()?;
-    let names: Vec<String> = limiters.iter().map(|l| l.name.clone()).collect();
-    let mut jobs = options.jobs.unwrap_or(suite.jobs);
-    if !backend.owns_servers() {
-        // Cells on one server share its keys and settings: one at a time.
-        jobs = 1;
+    let all: Vec<(String, String)> = scenarios
+        .iter()
+        .flat_map(|s| limiters.iter().map(move |l| (s.name.clone(), l.name.clone())))
+        .collect();
+    let skip_reason = |cell: &(String, String)| {
+        let name = cell_name(&cell.0, &cell.1);
+        suite
+            .skips
+            .iter()
+            .find(|s| glob_match(&s.cells, &name))
+            .map(|s| s.reason.clone())
+    };
+    let mut selected: Vec<(String, String)> = all
+        .iter()
+        .filter(|c| skip_reason(c).is_none() && options.selection.admits(&c.0, &c.1))
+        .cloned()
+        .collect();
+    if let Some(shard) = options.selection.shard {
+        selected = shard_cells(&selected, &scenarios, shard);
     }
-    let runs_dir = suite.report_dir.join("runs");
-    let cells = run_matrix(MatrixConfig {
-        scenarios: scenarios.clone(),
-        limiters,
-        servers: vec![MatrixServer::only(backend)],
-        jobs,
-        runs_dir: runs_dir.clone(),
-        seed: suite.seed,
-        via_proxy: suite.server.via_proxy,
-        allow_reconfigure: suite.server.allow_reconfigure,
-        cancel: options.cancel.clone(),
-        show_progress: options.show_progress,
-    })
-    .await;
-    let interrupted = options.cancel.is_cancelled();
-    let comparison = baseline::compare(&suite.baseline, &cells);
-    let table = suite.table.as_ref().map(|path| {
-        let context = TableContext {
-            backend: None,
-            regenerate: "limiter-harness ci --accept".into(),
-            runs: runs_dir.display().to_string(),
-            baseline: Some(suite.baseline.display().to_string()),
-            servers: Vec::new(),
-        };
-        let now = render_table(&scenarios, &names, &cells, &context);
-        let same = std::fs::read_to_string(path).is_ok_and(|t| t == now);
-        TableCheck {
-            path: path.clone(),
-            now,
-            same,
+    let plan = Plan {
+        scenarios: &scenarios,
+        limiters: &limiters,
+        backend,
+        suite,
+        options,
+    };
+    let first = plan.run(&selected, 0).await;
+    let recorded: BTreeMap<(String, String), Result<Recorded, String>> = selected
+        .iter()
+        .map(|(s, l)| {
+            (
+                (s.clone(), l.clone()),
+                baseline::read(&baseline::baseline_file(&suite.baseline, s, l)),
+            )
+        })
+        .collect();
+    let again: Vec<(String, String)> = first
+        .iter()
+        .filter(|c| {
+            let Ok(report) = &c.outcome else { return false };
+            match recorded.get(&(c.scenario.clone(), c.limiter.clone())) {
+                _ if options.accept => true,
+                Some(Ok(Recorded::Stable(old))) => render_snapshot(report) != *old,
+                Some(Ok(Recorded::Flaky(record))) => !record.admits(&render_snapshot(report)),
+                _ => false,
+            }
+        })
+        .map(|c| (c.scenario.clone(), c.limiter.clone()))
+        .collect();
+    let mut reruns: Vec<Vec<Cell>> = Vec::new();
+    for k in 1..=options.reruns.unwrap_or(suite.reruns) {
+        if again.is_empty() || options.cancel.is_cancelled() {
+            break;
         }
-    });
+        eprintln!(
+            "limiter-harness ci: run {} of {}: {} cell(s) again{}",
+            k + 1,
+            options.reruns.unwrap_or(suite.reruns) + 1,
+            again.len(),
+            if options.accept {
+                " (--accept runs every cell again: a flaky one is recorded as flaky)"
+            } else {
+                " (they differ from their baseline: runs that disagree are flaky)"
+            }
+        );
+        reruns.push(plan.run(&again, k as usize).await);
+    }
+    let interrupted = options.cancel.is_cancelled();
+    let mut results = Vec::new();
+    let mut records: Vec<(PathBuf, String)> = Vec::new();
+    for cell in &all {
+        let Some(reason) = skip_reason(cell) else {
+            continue;
+        };
+        results.push(skipped(suite, cell, reason));
+    }
+    for cell in &first {
+        let key = (cell.scenario.clone(), cell.limiter.clone());
+        let runs: Vec<(usize, &Cell)> = std::iter::once((0, cell))
+            .chain(reruns.iter().enumerate().filter_map(|(k, cells)| {
+                cells
+                    .iter()
+                    .find(|c| c.scenario == cell.scenario && c.limiter == cell.limiter)
+                    .map(|c| (k + 1, c))
+            }))
+            .collect();
+        let (result, record) = plan.judge(&runs, recorded.get(&key).cloned().unwrap_or(Ok(Recorded::Missing)));
+        if let Some(record) = record {
+            records.push((baseline::baseline_file(&suite.baseline, &key.0, &key.1), record));
+        }
+        results.push(result);
+    }
+    let order = |r: &CellResult| all.iter().position(|(s, l)| *s == r.scenario && *l == r.limiter);
+    results.sort_by_key(order);
+    let whole = options.selection.is_whole();
+    let stale = if whole {
+        baseline::stale(&suite.baseline, &all)
+    } else {
+        Vec::new()
+    };
+    let table = if whole {
+        table(suite, &scenarios, &limiters, &first, &results)
+    } else {
+        None
+    };
     let mut accepted = Vec::new();
     if options.accept && !interrupted {
-        accepted = baseline::accept(&suite.baseline, &comparison)?;
-        if let Some(t) = table.as_ref().filter(|t| !t.same) {
-            std::fs::write(&t.path, &t.now).map_err(|e| SetupError::io("cannot write", &t.path, e))?;
-            accepted.push(format!("wrote {}", t.path.display()));
+        accepted = accept(&suite.baseline, &records, &stale)?;
+        if let Some((path, _, now)) = table.as_ref().filter(|(_, t, _)| !t.same) {
+            std::fs::write(path, now).map_err(|e| SetupError::io("cannot write", path, e))?;
+            accepted.push(format!("wrote {}", path.display()));
         }
     }
-    Ok(CiRun {
-        scenarios,
-        limiters: names,
-        cells,
-        comparison,
-        table,
+    let report = CiReport {
+        suite: suite.name.clone(),
+        baseline: suite.baseline.display().to_string(),
+        scenarios: scenarios.iter().map(|s| s.name.clone()).collect(),
+        limiters: limiters.iter().map(|l| l.name.clone()).collect(),
+        cells: results,
+        cells_in_suite: all.len(),
+        selection: options.selection.describe(),
+        shard: options.selection.shard.map(|s| s.to_string()),
+        stale: stale.iter().map(|p| p.display().to_string()).collect(),
+        table: table.map(|(_, t, _)| t),
+        flaky: suite.flaky,
         accepted,
         interrupted,
+        identical: false,
+        passed: false,
+    }
+    .settle();
+    Ok(CiRun {
+        report,
+        scenarios,
+        cells: first,
     })
+}
+
+/// What every run of the cells needs.
+struct Plan<'a> {
+    scenarios: &'a [Scenario],
+    limiters: &'a [MatrixLimiter],
+    backend: Arc<dyn Backend>,
+    suite: &'a Suite,
+    options: &'a CiOptions,
+}
+
+impl Plan<'_> {
+    /// Where the reports of run `k` go (0: the first).
+    fn runs_dir(&self, k: usize) -> PathBuf {
+        match k {
+            0 => self.suite.report_dir.join("runs"),
+            k => self.suite.report_dir.join("runs").join(format!("rerun-{k}")),
+        }
+    }
+
+    async fn run(&self, cells: &[(String, String)], k: usize) -> Vec<Cell> {
+        let mut jobs = self.options.jobs.unwrap_or(self.suite.jobs);
+        if !self.backend.owns_servers() {
+            // Cells on one server share its keys and settings: one at a time.
+            jobs = 1;
+        }
+        run_matrix(MatrixConfig {
+            scenarios: self.scenarios.to_vec(),
+            limiters: self.limiters.to_vec(),
+            servers: vec![MatrixServer::only(Arc::clone(&self.backend))],
+            jobs,
+            runs_dir: self.runs_dir(k),
+            seed: self.suite.seed,
+            via_proxy: self.suite.server.via_proxy,
+            allow_reconfigure: self.suite.server.allow_reconfigure,
+            cancel: self.options.cancel.clone(),
+            show_progress: self.options.show_progress,
+            only: Some(cells.iter().cloned().collect::<BTreeSet<_>>()),
+        })
+        .await
+    }
+
+    /// One cell's result from its runs (`k`, cell) and its baseline; and what `--accept`
+    /// writes to its file, when that changes.
+    fn judge(&self, runs: &[(usize, &Cell)], recorded: Result<Recorded, String>) -> (CellResult, Option<String>) {
+        cell_result(runs, recorded, &self.suite.baseline, |k| self.runs_dir(k))
+    }
+}
+
+/// One cell's result from its runs (`k`: 0 for the first run, then the reruns; the cell),
+/// its baseline as `dir` records it, and where run `k`'s reports are; and what `--accept`
+/// writes to its file, when that changes.
+pub(super) fn cell_result(
+    runs: &[(usize, &Cell)],
+    recorded: Result<Recorded, String>,
+    dir: &Path,
+    runs_dir: impl Fn(usize) -> PathBuf,
+) -> (CellResult, Option<String>) {
+    let (_, first) = runs[0];
+    let file = baseline::baseline_file(dir, &first.scenario, &first.limiter);
+    let mut result = CellResult {
+        scenario: first.scenario.clone(),
+        limiter: first.limiter.clone(),
+        standing: Standing::Error,
+        verdict: first.verdict().map_or("error", Verdict::name).to_owned(),
+        words: verdict_words(first),
+        invariants: BTreeMap::new(),
+        changes: Vec::new(),
+        runs: Vec::new(),
+        run_count: runs.len(),
+        diff: String::new(),
+        reproduce: None,
+        report: None,
+        broken: Vec::new(),
+        details: String::new(),
+        error: None,
+        skipped: None,
+        baseline_file: file.display().to_string(),
+        wall_ms: runs.iter().map(|(_, c)| c.wall_ms).sum(),
+    };
+    let recorded = match (&first.outcome, recorded) {
+        (Err(e), _) => {
+            result.error = Some(e.clone());
+            return (result, None);
+        }
+        (Ok(_), Err(e)) => {
+            result.error = Some(e);
+            return (result, None);
+        }
+        (Ok(_), Ok(recorded)) => recorded,
+    };
+    let snapshots: Vec<String> = runs
+        .iter()
+        .map(|(_, c)| c.outcome.as_ref().map(render_snapshot).unwrap_or_default())
+        .collect();
+    let judged = baseline::judge(&first.scenario, &first.limiter, &recorded, &snapshots);
+    let shown = judged.differing_run.unwrap_or(0);
+    let (k, shown_cell) = runs[shown];
+    describe_run(&mut result, shown_cell, &runs_dir(k));
+    result.diff = match &recorded {
+        // A new cell's record is the whole snapshot: its file, not a diff, is what to review.
+        Recorded::Stable(old) if judged.differing_run.is_some() => baseline::diff(&file, old, &snapshots[shown]),
+        _ => String::new(),
+    };
+    let Judged {
+        standing,
+        changes,
+        tally,
+        record,
+        ..
+    } = judged;
+    result.standing = standing;
+    result.changes = changes;
+    result.runs = tally;
+    (result, record)
+}
+
+/// The evidence of one run of a cell: its verdicts, broken invariants, reproduce command and
+/// where its report is.
+fn describe_run(result: &mut CellResult, cell: &Cell, runs_dir: &Path) {
+    let Ok(report) = &cell.outcome else {
+        return;
+    };
+    result.invariants = report
+        .invariants
+        .iter()
+        .map(|c| (c.invariant.name().to_owned(), c.verdict.name().to_owned()))
+        .collect();
+    result.broken = report
+        .invariants
+        .iter()
+        .filter(|c| c.verdict == Verdict::Invalid)
+        .map(|c| format!("{}: {}", c.invariant.name(), c.summary))
+        .collect();
+    let mut details = format!("{} × {}: {}\n", cell.scenario, cell.limiter, report.verdict.name());
+    for c in &report.invariants {
+        details.push_str(&format!(
+            "  {:<22} {:<8} {}\n",
+            c.invariant.name(),
+            c.verdict.name(),
+            c.summary
+        ));
+    }
+    details.push_str(&format!("reproduce: {}\n", report.reproduce));
+    result.details = details;
+    result.reproduce = Some(report.reproduce.clone());
+    result.report = Some(
+        runs_dir
+            .join(&cell.scenario)
+            .join(sanitize(&cell.limiter))
+            .join("report.md")
+            .display()
+            .to_string(),
+    );
+}
+
+fn skipped(suite: &Suite, (scenario, limiter): &(String, String), reason: String) -> CellResult {
+    CellResult {
+        scenario: scenario.clone(),
+        limiter: limiter.clone(),
+        standing: Standing::Skipped,
+        verdict: "skipped".into(),
+        words: "skipped".into(),
+        invariants: BTreeMap::new(),
+        changes: Vec::new(),
+        runs: Vec::new(),
+        run_count: 0,
+        diff: String::new(),
+        reproduce: None,
+        report: None,
+        broken: Vec::new(),
+        details: String::new(),
+        error: None,
+        skipped: Some(reason),
+        baseline_file: baseline::baseline_file(&suite.baseline, scenario, limiter)
+            .display()
+            .to_string(),
+        wall_ms: 0,
+    }
+}
+
+/// The suite's table (`[suite] table`) against what the first runs give. Not compared when a
+/// cell is flaky (its first run's verdict is chance's).
+fn table(
+    suite: &Suite,
+    scenarios: &[Scenario],
+    limiters: &[MatrixLimiter],
+    cells: &[Cell],
+    results: &[CellResult],
+) -> Option<(PathBuf, TableState, String)> {
+    let path = suite.table.as_ref()?;
+    if results
+        .iter()
+        .any(|r| matches!(r.standing, Standing::Flaky | Standing::SameFlaky))
+    {
+        eprintln!(
+            "limiter-harness ci: the table {} is not compared: a cell is flaky, and its verdict there would be chance's",
+            path.display()
+        );
+        return None;
+    }
+    let context = TableContext {
+        backend: None,
+        regenerate: "limiter-harness ci --accept".into(),
+        runs: suite.report_dir.join("runs").display().to_string(),
+        baseline: Some(suite.baseline.display().to_string()),
+        servers: Vec::new(),
+    };
+    let names: Vec<String> = limiters.iter().map(|l| l.name.clone()).collect();
+    let now = render_table(scenarios, &names, cells, &context);
+    let same = std::fs::read_to_string(path).is_ok_and(|t| t == now);
+    Some((
+        path.clone(),
+        TableState {
+            path: path.display().to_string(),
+            same,
+        },
+        now,
+    ))
+}
+
+/// Write the records of the cells that changed; remove the stale files. Returns what was
+/// written or removed.
+fn accept(dir: &Path, records: &[(PathBuf, String)], stale: &[PathBuf]) -> Result<Vec<String>, SetupError> {
+    std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create the baseline directory", dir, e))?;
+    let mut done = Vec::new();
+    for (file, text) in records {
+        std::fs::write(file, text).map_err(|e| SetupError::io("cannot write", file, e))?;
+        done.push(format!("wrote {}", file.display()));
+    }
+    for file in stale {
+        std::fs::remove_file(file).map_err(|e| SetupError::io("cannot remove", file, e))?;
+        done.push(format!("removed {} (no such cell in the suite)", file.display()));
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_disjoint_cover_the_cells_and_parse_from_k_of_n() {
+        let cells: Vec<(String, String)> = (0..7)
+            .flat_map(|s| ["a", "b"].map(|l| (format!("s{s}"), l.to_owned())))
+            .collect();
+        let parts: Vec<Vec<(String, String)>> = (1..=3)
+            .map(|index| shard_cells(&cells, &[], Shard { index, count: 3 }))
+            .collect();
+        let mut all: Vec<(String, String)> = parts.concat();
+        all.sort();
+        let mut expected = cells.clone();
+        expected.sort();
+        assert_eq!(all, expected, "disjoint and covering");
+        assert!(parts.iter().all(|p| p.len() >= 4), "about even: {parts:?}");
+        assert_eq!(
+            parts[0],
+            shard_cells(&cells, &[], Shard { index: 1, count: 3 }),
+            "deterministic"
+        );
+        assert_eq!("2/3".parse::<Shard>(), Ok(Shard { index: 2, count: 3 }));
+        for bad in ["0/2", "3/2", "1", "a/b", "1/0"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_selection_takes_cells_by_name_scenario_and_limiter() {
+        let pick = Selection {
+            cells: vec!["*--api".into()],
+            ..Selection::default()
+        };
+        assert!(pick.admits("immortal-counter", "api"));
+        assert!(!pick.admits("immortal-counter", "daily-cap"));
+        let both = Selection {
+            scenarios: vec!["immortal-*".into()],
+            limiters: vec!["daily-cap".into()],
+            ..Selection::default()
+        };
+        assert!(both.admits("immortal-counter", "daily-cap"));
+        assert!(!both.admits("steady-control", "daily-cap"));
+        assert_eq!(
+            both.describe().as_deref(),
+            Some("--scenarios 'immortal-*' --limiters daily-cap")
+        );
+        assert!(Selection::default().is_whole());
+    }
 }

@@ -15,6 +15,18 @@ pub struct SuiteFile {
     pub server: Option<ServerSection>,
     #[serde(rename = "limiter", default)]
     pub limiters: Vec<Spanned<LimiterEntry>>,
+    /// Cells the suite leaves out, each with its reason.
+    #[serde(rename = "skip", default)]
+    pub skips: Vec<Spanned<SkipEntry>>,
+}
+
+/// `[[skip]]`: cells not run, with why (the summary shows it).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkipEntry {
+    /// `SCENARIO--LIMITER` names, or globs over them (`server-pause-*--daily-cap`).
+    pub cells: Spanned<String>,
+    pub reason: Spanned<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -32,6 +44,12 @@ pub struct SuiteSection {
     pub table: Option<Spanned<String>>,
     pub jobs: Option<Spanned<usize>>,
     pub seed: Option<u64>,
+    /// How many more times a cell that differs from its baseline is run before it is
+    /// reported (default 2): runs that disagree make it flaky.
+    pub reruns: Option<Spanned<u32>>,
+    /// What a flaky cell the baseline does not record as flaky does to the gate: "fail"
+    /// (the default) or "pass" (reported, not failing).
+    pub flaky: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -62,4 +80,8 @@ pub struct LimiterEntry {
     pub keys: Vec<String>,
     /// Run every scenario with this window (`--window-ms`): for whole-second limiters.
     pub window_ms: Option<Spanned<u64>>,
+    /// How long its keys may live, in ms, whatever the window (`--ttl-max-ms`)…
+    pub ttl_max_ms: Option<Spanned<u64>>,
+    /// …or in windows (`--ttl-max-windows`).
+    pub ttl_max_windows: Option<Spanned<f64>>,
 }

@@ -1,6 +1,8 @@
-//! `limiter-harness init`: a commented starter suite for one limiter.
+//! `limiter-harness init`: a commented starter suite for one limiter, and what a team should
+//! not have to write itself: the exec protocol's helper for its adapter's language, and the
+//! CI workflow that runs the suite in shards and merges them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::resolve::{DEFAULT_BASELINE, SUITE_FILE};
 use crate::error::SetupError;
@@ -63,17 +65,135 @@ fn toml_string(text: &str) -> String {
 }
 
 /// Write the starter suite into `dir` (refusing to overwrite one unless `force`).
-pub fn write_starter(dir: &Path, name: &str, spec: &str, force: bool) -> Result<std::path::PathBuf, SetupError> {
-    let path = dir.join(SUITE_FILE);
+pub fn write_starter(dir: &Path, name: &str, spec: &str, force: bool) -> Result<PathBuf, SetupError> {
+    write_new(&dir.join(SUITE_FILE), &starter_suite(name, spec), force)
+}
+
+/// Write `text` to `path`, creating its directory; an existing file is kept unless `force`.
+fn write_new(path: &Path, text: &str, force: bool) -> Result<PathBuf, SetupError> {
     if path.exists() && !force {
         return Err(SetupError::Usage(format!(
-            "{} exists\n  help: edit it, or pass --force to replace it with a starter",
+            "{} exists\n  help: edit it, or pass --force to replace it",
             path.display()
         )));
     }
-    std::fs::write(&path, starter_suite(name, spec)).map_err(|e| SetupError::io("cannot write", &path, e))?;
-    Ok(path)
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| SetupError::io("cannot create", parent, e))?;
+    }
+    std::fs::write(path, text).map_err(|e| SetupError::io("cannot write", path, e))?;
+    Ok(path.to_owned())
 }
+
+/// A language the harness has an exec-protocol helper for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdapterLanguage {
+    /// `limiter_harness_adapter.py` (redis-py): `serve(decide, name, keys=..., ttl_max_ms=...)`.
+    Python,
+}
+
+/// The Python helper: the exec protocol's plumbing (hello, one JSON line per request, errors
+/// mapped), the same file the harness's own examples import.
+const PYTHON_HELPER: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/python/adapter.py"));
+
+/// Write the helper for `language` into `dir`.
+pub fn write_adapter_helper(dir: &Path, language: AdapterLanguage, force: bool) -> Result<PathBuf, SetupError> {
+    match language {
+        AdapterLanguage::Python => write_new(&dir.join("limiter_harness_adapter.py"), PYTHON_HELPER, force),
+    }
+}
+
+/// A CI system `init` writes a workflow for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CiSystem {
+    /// GitHub Actions: `.github/workflows/limiter-harness.yml`.
+    Github,
+}
+
+/// Write the workflow for `system` into `dir`.
+pub fn write_workflow(dir: &Path, system: CiSystem, force: bool) -> Result<PathBuf, SetupError> {
+    match system {
+        CiSystem::Github => write_new(
+            &dir.join(".github/workflows/limiter-harness.yml"),
+            GITHUB_WORKFLOW,
+            force,
+        ),
+    }
+}
+
+/// The GitHub Actions workflow: the suite in two shards (one job each, the job matrix is the
+/// distributed engine), then one job merging their results into one summary, one JUnit file
+/// and one verdict. README "Your limiter in CI" shows the same file.
+pub const GITHUB_WORKFLOW: &str = r#"# limiter-harness: the suite (limiter-harness.toml) against its reviewed baseline, on every
+# pull request. The cells are split over SHARDS jobs (`ci --shard K/N`); the `verdict` job
+# merges their results into one summary (the run's page), one JUnit file and one exit code.
+# Written by `limiter-harness init --ci github`; change what you need.
+name: limiter-harness
+
+on:
+  pull_request:
+  push:
+    branches: [main]
+
+env:
+  SHARDS: 2
+  # How the jobs get the harness (it is not on crates.io yet): from the git repository your
+  # organisation keeps it in, or a path to a vendored checkout (`cargo install --path ...`).
+  INSTALL_HARNESS: cargo install --locked --git https://github.com/your-org/limiter-harness limiter-harness
+
+jobs:
+  cells:
+    runs-on: ubuntu-latest
+    strategy:
+      fail-fast: false
+      matrix:
+        shard: [1, 2]  # 1..SHARDS
+    steps:
+      - uses: actions/checkout@v4
+      - name: Redis, and what the limiters' adapters need
+        run: |
+          sudo apt-get update -qq
+          sudo apt-get install -y -qq redis-server
+          # python3 -m pip install redis   # a Python exec adapter
+      - uses: actions/cache@v4
+        with:
+          path: ~/.cargo/bin/limiter-harness
+          key: limiter-harness-${{ runner.os }}-${{ hashFiles('limiter-harness.toml') }}
+      - name: Install the harness
+        run: command -v limiter-harness || $INSTALL_HARNESS
+      - name: Cells of shard ${{ matrix.shard }}
+        run: limiter-harness ci --shard ${{ matrix.shard }}/$SHARDS --no-progress
+      - uses: actions/upload-artifact@v4
+        if: always()
+        with:
+          name: limiter-harness-shard-${{ matrix.shard }}
+          path: .limiter-harness/reports
+
+  verdict:
+    needs: cells
+    if: always()
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/cache@v4
+        with:
+          path: ~/.cargo/bin/limiter-harness
+          key: limiter-harness-${{ runner.os }}-${{ hashFiles('limiter-harness.toml') }}
+      - name: Install the harness
+        run: command -v limiter-harness || $INSTALL_HARNESS
+      - uses: actions/download-artifact@v4
+        with:
+          pattern: limiter-harness-shard-*
+          path: shards
+      - name: One summary, one JUnit file, one verdict
+        run: limiter-harness ci merge shards/* --junit junit.xml --summary summary.md
+      - uses: actions/upload-artifact@v4
+        if: always()
+        with:
+          name: limiter-harness-results
+          path: |
+            junit.xml
+            summary.md
+            shards
+"#;
 
 #[cfg(test)]
 mod tests {

@@ -1,36 +1,42 @@
-//! JUnit XML for CI dashboards: one testcase per cell. A cell fails when it differs from
-//! its baseline (the message names what changed, the broken invariants with their first
-//! evidence line, and the reproduce command; the body is the diff); a cell that could not
-//! run is an error; a cell identical to its baseline passes, whatever its verdict, since the
-//! baseline is what the team reviewed.
+//! JUnit XML for CI dashboards: one testcase per cell. A cell that fails the gate is a
+//! failure whose type says which way it changed (regression, improvement, changed, new,
+//! flaky) and whose message names what changed, the broken invariants with their first
+//! evidence line, and the reproduce command (the body is the diff); a cell that could not
+//! run is an error; a cell the suite skips is skipped, with its reason; a cell as in its
+//! baseline passes, whatever its verdict, since the baseline is what the team reviewed.
 
 use std::fmt::Write;
 
-use super::baseline::{Compared, Status};
-use crate::checker::Verdict;
-use crate::matrix::Cell;
+use super::baseline::Standing;
+use super::outcome::{CellResult, CiReport};
+use super::summary::next_step;
 use crate::xml::escape;
 
-/// The JUnit XML document for a suite's cells and their comparison with the baseline.
-pub fn render_junit(suite: &str, cells: &[Cell], compared: &[Compared]) -> String {
-    let failures = compared.iter().filter(|c| c.differs()).count();
-    let errors = compared.iter().filter(|c| matches!(c.status, Status::Error(_))).count();
-    let seconds: f64 = cells.iter().map(|c| c.wall_ms as f64 / 1000.0).sum();
+/// The JUnit XML document of a `ci` run (or of merged shards).
+pub fn render_junit(report: &CiReport) -> String {
+    let failures = report.cells.iter().filter(|c| c.fails(report.flaky)).count();
+    let errors = report.standing(Standing::Error).count();
+    let skipped = report.standing(Standing::Skipped).count();
+    let seconds: f64 = report.cells.iter().map(|c| c.wall_ms as f64 / 1000.0).sum();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let counts = format!(
         "tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{seconds:.3}\"",
-        cells.len()
+        report.cells.len()
     );
     let _ = writeln!(out, "<testsuites name=\"limiter-harness\" {counts}>");
-    let _ = writeln!(out, "  <testsuite name=\"{}\" {counts} skipped=\"0\">", escape(suite));
-    for (cell, cmp) in cells.iter().zip(compared) {
-        testcase(&mut out, cell, cmp);
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{}\" {counts} skipped=\"{skipped}\">",
+        escape(&report.suite)
+    );
+    for cell in &report.cells {
+        testcase(&mut out, cell, report);
     }
     out.push_str("  </testsuite>\n</testsuites>\n");
     out
 }
 
-fn testcase(out: &mut String, cell: &Cell, cmp: &Compared) {
+fn testcase(out: &mut String, cell: &CellResult, report: &CiReport) {
     let _ = writeln!(
         out,
         "    <testcase classname=\"limiter-harness.{}\" name=\"{}\" time=\"{:.3}\">",
@@ -38,49 +44,72 @@ fn testcase(out: &mut String, cell: &Cell, cmp: &Compared) {
         escape(&cell.scenario),
         cell.wall_ms as f64 / 1000.0
     );
-    match (&cmp.status, &cell.outcome) {
-        (Status::Error(e), _) => {
+    match cell.standing {
+        Standing::Skipped => {
+            let _ = writeln!(
+                out,
+                "      <skipped message=\"{}\"/>",
+                escape(cell.skipped.as_deref().unwrap_or_default())
+            );
+        }
+        Standing::Error => {
+            let error = cell.error.as_deref().unwrap_or_default();
             let _ = writeln!(
                 out,
                 "      <error type=\"setup\" message=\"{}\">{}</error>",
-                escape(e.lines().next().unwrap_or_default()),
-                escape(e)
+                escape(error.lines().next().unwrap_or_default()),
+                escape(error)
             );
         }
-        (_, Ok(report)) if cmp.differs() => {
-            let mut message = format!("differs from the baseline: {}", cmp.changes.join("; "));
-            let broken: Vec<String> = report
-                .invariants
-                .iter()
-                .filter(|c| c.verdict == Verdict::Invalid)
-                .map(|c| format!("{}: {}", c.invariant.name(), c.summary))
-                .collect();
-            if !broken.is_empty() {
-                let _ = write!(message, ". Broken: {}", broken.join("; "));
-            }
-            let _ = write!(message, ". Reproduce: {}", report.reproduce);
+        _ if cell.fails(report.flaky) => {
             let _ = writeln!(
                 out,
-                "      <failure type=\"baseline\" message=\"{}\">{}</failure>",
-                escape(&message),
-                escape(&cmp.diff())
+                "      <failure type=\"{}\" message=\"{}\">{}</failure>",
+                failure_type(cell.standing),
+                escape(&message(cell, report)),
+                escape(&cell.diff)
             );
         }
         _ => {}
     }
-    if let Ok(report) = &cell.outcome {
-        let mut text = format!("{} × {}: {}\n", cell.scenario, cell.limiter, report.verdict.name());
-        for c in &report.invariants {
-            let _ = writeln!(
-                text,
-                "  {:<22} {:<8} {}",
-                c.invariant.name(),
-                c.verdict.name(),
-                c.summary
-            );
-        }
-        let _ = writeln!(text, "reproduce: {}", report.reproduce);
-        let _ = writeln!(out, "      <system-out>{}</system-out>", escape(&text));
+    if !cell.details.is_empty() {
+        let _ = writeln!(out, "      <system-out>{}</system-out>", escape(&cell.details));
     }
     out.push_str("    </testcase>\n");
+}
+
+fn failure_type(standing: Standing) -> &'static str {
+    match standing {
+        Standing::Regression => "regression",
+        Standing::Improvement => "improvement",
+        Standing::New => "new",
+        Standing::Flaky => "flaky",
+        _ => "changed",
+    }
+}
+
+/// The failure's message: what changed and which way, the broken invariants, the next
+/// step, how to reproduce.
+fn message(cell: &CellResult, report: &CiReport) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if !cell.runs.is_empty() {
+        parts.push(format!("flaky: {}", cell.runs.join("; ")));
+    }
+    if !cell.changes.is_empty() {
+        let changes: Vec<String> = cell
+            .changes
+            .iter()
+            .map(|c| format!("{}: {}", c.label.word(), c.text))
+            .collect();
+        parts.push(changes.join("; "));
+    }
+    if !cell.broken.is_empty() {
+        parts.push(format!("Broken: {}", cell.broken.join("; ")));
+    }
+    parts.push(next_step(cell, report.flaky));
+    if let Some(reproduce) = &cell.reproduce {
+        parts.push(format!("Reproduce: {reproduce}"));
+    }
+    let parts: Vec<&str> = parts.iter().map(|p| p.trim_end_matches('.')).collect();
+    parts.join(". ")
 }

@@ -1,23 +1,34 @@
 //! A team's suite (`limiter-harness.toml` in their repository): their limiters × the
 //! scenarios they pick, run by `limiter-harness ci` and compared with a reviewed baseline
-//! committed beside it; JUnit XML, a Markdown summary and JSON for CI dashboards.
+//! committed beside it — every cell, a chosen few (`--cells`), or a shard of them on one of
+//! several CI runners (`--shard K/N`, then `ci merge`); JUnit XML, a Markdown summary and
+//! JSON for CI dashboards.
 
 mod baseline;
 mod ci;
 mod file;
 mod init;
 mod junit;
+mod merge;
+mod outcome;
 mod resolve;
 mod summary;
+mod verdicts;
 
-pub use baseline::{Compared, Comparison, Status, baseline_file, changes, compare};
-pub use ci::{CiOptions, CiRun, TableCheck, run_ci};
-pub use init::{starter_suite, write_starter};
+pub use baseline::{Recorded, Standing, baseline_file};
+pub use ci::{CiOptions, CiRun, Selection, Shard, run_ci};
+pub use init::{
+    AdapterLanguage, CiSystem, GITHUB_WORKFLOW, starter_suite, write_adapter_helper, write_starter, write_workflow,
+};
 pub use junit::render_junit;
+pub use merge::merge_reports;
+pub use outcome::{CellResult, CiReport, TableState, cell_name};
 pub use resolve::{
-    DEFAULT_BASELINE, SUITE_FILE, Suite, SuiteLimiter, SuiteServer, discover_suite, load_suite, parse_suite,
+    DEFAULT_BASELINE, DEFAULT_RERUNS, FlakyPolicy, SUITE_FILE, Skip, Suite, SuiteLimiter, SuiteServer, discover_suite,
+    load_suite, parse_suite,
 };
 pub use summary::{CellJson, render_summary, verdict_words};
+pub use verdicts::{Change, FlakyRecord, Label};
 
 #[cfg(test)]
 mod tests;

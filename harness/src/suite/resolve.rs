@@ -10,7 +10,7 @@ use crate::backend::BackendChoice;
 use crate::error::SetupError;
 use crate::limiter::BUILTIN_NAMES;
 use crate::matrix::glob_match;
-use crate::scenario::{Adjust, Scenario, ScenarioError, ScenarioRef, load_scenario, shipped_names, toml_files};
+use crate::scenario::{Adjust, Scenario, ScenarioError, ScenarioRef, TtlMax, load_scenario, shipped_names, toml_files};
 
 /// The suite file's name, looked for in the current directory and its ancestors.
 pub const SUITE_FILE: &str = "limiter-harness.toml";
@@ -33,10 +33,36 @@ pub struct Suite {
     pub jobs: usize,
     pub seed: Option<u64>,
     pub server: SuiteServer,
+    /// More runs of a cell that differs from its baseline, before it is reported.
+    pub reruns: u32,
+    /// Whether an unrecorded flaky cell fails the gate.
+    pub flaky: FlakyPolicy,
+    /// Cells left out, each with its reason.
+    pub skips: Vec<Skip>,
 }
 
-/// One limiter of the suite.
+/// What a flaky cell that its baseline does not record as flaky does to the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlakyPolicy {
+    /// It fails the gate (the default): record it with `ci --accept`, or fix it.
+    Fail,
+    /// It is reported, and does not fail the gate.
+    Pass,
+}
+
+/// `[[skip]]`: cells (a glob over `SCENARIO--LIMITER`) not run, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    pub cells: String,
+    pub reason: String,
+}
+
+/// How many more runs a cell that differs from its baseline gets unless the suite says.
+pub const DEFAULT_RERUNS: u32 = 2;
+
+/// One limiter of the suite.
+#[derive(Debug, Clone, PartialEq)]
 pub struct SuiteLimiter {
     /// The short name: the cell's column and its baseline file's name.
     pub name: String,
@@ -106,6 +132,25 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, ScenarioError> {
     };
     let server = server(file.server.as_ref());
     let scenarios = scenarios(section, &dir, &at)?;
+    let reruns = match &section.reruns {
+        Some(r) if *r.get_ref() > 20 => {
+            return Err(at(r.span(), format!("reruns = {}: between 0 and 20", r.get_ref())));
+        }
+        Some(r) => *r.get_ref(),
+        None => DEFAULT_RERUNS,
+    };
+    let flaky = match section.flaky.as_ref() {
+        None => FlakyPolicy::Fail,
+        Some(f) if f.get_ref() == "fail" => FlakyPolicy::Fail,
+        Some(f) if f.get_ref() == "pass" => FlakyPolicy::Pass,
+        Some(f) => {
+            return Err(
+                at(f.span(), format!("flaky = \"{}\": \"fail\" or \"pass\"", f.get_ref()))
+                    .with_help("what a flaky cell the baseline does not record as flaky does to the gate"),
+            );
+        }
+    };
+    let skips = skips(&file, &at)?;
     Ok(Suite {
         path: path.to_owned(),
         name: section.name.clone().unwrap_or_else(|| {
@@ -123,7 +168,34 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, ScenarioError> {
         jobs,
         seed: section.seed,
         server,
+        reruns,
+        flaky,
+        skips,
     })
+}
+
+/// The suite's `[[skip]]` entries: each with a non-empty glob and a reason.
+fn skips(file: &SuiteFile, at: &At<'_>) -> Result<Vec<Skip>, ScenarioError> {
+    let mut out = Vec::new();
+    for entry in &file.skips {
+        let e = entry.get_ref();
+        if !e.cells.get_ref().contains("--") {
+            return Err(at(
+                e.cells.span(),
+                format!("cells = \"{}\": a cell is SCENARIO--LIMITER", e.cells.get_ref()),
+            )
+            .with_help("e.g. \"server-pause-timeouts--daily-cap\", or a glob such as \"*--daily-cap\""));
+        }
+        if e.reason.get_ref().trim().is_empty() {
+            return Err(at(e.reason.span(), "a skipped cell needs its reason".into())
+                .with_help("the summary shows it: say why the cell is left out, and until when"));
+        }
+        out.push(Skip {
+            cells: e.cells.get_ref().clone(),
+            reason: e.reason.get_ref().trim().to_owned(),
+        });
+    }
+    Ok(out)
 }
 
 type At<'a> = dyn Fn(std::ops::Range<usize>, String) -> ScenarioError + 'a;
@@ -165,12 +237,31 @@ fn limiter(entry: &Spanned<LimiterEntry>, at: &At<'_>) -> Result<SuiteLimiter, S
             format!("window_ms = {}: between 50 and 86400000", w.get_ref()),
         ));
     }
+    let (ttl_max_ms, ttl_max_windows) = (
+        e.ttl_max_ms.as_ref().map(|v| *v.get_ref()),
+        e.ttl_max_windows.as_ref().map(|v| *v.get_ref()),
+    );
+    if let Err(e) = TtlMax::declared(ttl_max_windows, ttl_max_ms) {
+        let span = entry.get_ref().ttl_max_ms.as_ref().map_or_else(
+            || {
+                entry
+                    .get_ref()
+                    .ttl_max_windows
+                    .as_ref()
+                    .map_or(entry.span(), Spanned::span)
+            },
+            Spanned::span,
+        );
+        return Err(at(span, e));
+    }
     Ok(SuiteLimiter {
         name,
         spec,
         adjust: Adjust {
             keys: e.keys.clone(),
             window_ms: e.window_ms.as_ref().map(|w| *w.get_ref()),
+            ttl_max_ms,
+            ttl_max_windows,
         },
     })
 }

@@ -2,9 +2,13 @@
 //! JUnit XML and the Markdown summary of a cell that regressed against its baseline, kept
 //! as reviewed snapshots (`harness/src/suite/snapshots/`, insta).
 
-use std::path::Path;
+use std::path::PathBuf;
 
-use super::{compare, render_junit, render_summary};
+use super::baseline::{self, Standing};
+use super::ci::cell_result;
+use super::outcome::CiReport;
+use super::resolve::FlakyPolicy;
+use super::{render_junit, render_summary};
 use crate::checker::fixtures::HistoryBuilder;
 use crate::history::{Event, LimiterFacts};
 use crate::keys::LayoutSource;
@@ -29,8 +33,8 @@ duration_ms = 200
 invariants = ["ttl-present", "ttl-bounded"]
 "#;
 
-/// A judged cell whose final audit found its key without a TTL.
-fn regressed_cell() -> Cell {
+/// A judged cell whose final audit found its key without a TTL (`immortal`), or with one.
+fn tiny_cell(immortal: bool) -> Cell {
     let header = Event::Run {
         scenario: "tiny".into(),
         limiter: "exec:python3 ratelimit.py".into(),
@@ -52,6 +56,7 @@ fn regressed_cell() -> Cell {
             round_trips_max: 2,
             commands: "INCR; EXPIRE".into(),
             ttl_max_windows: None,
+            ttl_max_ms: None,
             keys: vec!["rl:{identity}".into()],
             keys_from: LayoutSource::Default,
             keys_note: None,
@@ -62,7 +67,7 @@ fn regressed_cell() -> Cell {
         .allowed(1, 0, 0, 1, 1)
         .sample(50, false, &[("rl:0", 900, Some("1"))])
         .allowed(2, 0, 100, 101, 2)
-        .sample(300, true, &[("rl:0", -1, Some("2"))]);
+        .sample(300, true, &[("rl:0", if immortal { -1 } else { 700 }, Some("2"))]);
     let mut events = vec![header, limiter];
     events.extend(body.events().iter().cloned());
     let judged = judge_history(events).expect("a whole history");
@@ -70,44 +75,86 @@ fn regressed_cell() -> Cell {
         scenario: "tiny".into(),
         limiter: "api".into(),
         server: None,
-        expected_fail: false,
+        expected: crate::matrix::Expectation::Unstated,
         note: None,
         outcome: Ok(judged.report),
         wall_ms: 1234,
     }
 }
 
+/// The cells' `ci` report against a baseline holding `tiny--api.md` = the passing cell's
+/// snapshot; the baseline's place on this machine replaced by the one a team would see.
+fn report_against_passing_baseline(runs: &[&Cell], flaky: FlakyPolicy) -> CiReport {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = crate::report::render_snapshot(tiny_cell(false).outcome.as_ref().unwrap());
+    std::fs::write(dir.path().join("tiny--api.md"), snapshot).unwrap();
+    let file = baseline::baseline_file(dir.path(), "tiny", "api");
+    let numbered: Vec<(usize, &Cell)> = runs.iter().copied().enumerate().collect();
+    let (mut result, _) = cell_result(&numbered, baseline::read(&file), dir.path(), |k| {
+        PathBuf::from(format!(".limiter-harness/reports/runs/{k}"))
+    });
+    let here = dir.path().display().to_string();
+    result.baseline_file = result.baseline_file.replace(&here, "limiter-harness/baseline");
+    result.diff = result.diff.replace(&here, "limiter-harness/baseline");
+    CiReport {
+        suite: "service".into(),
+        baseline: "limiter-harness/baseline".into(),
+        scenarios: vec!["tiny".into()],
+        limiters: vec!["api".into()],
+        cells: vec![result],
+        cells_in_suite: 1,
+        selection: None,
+        shard: None,
+        stale: Vec::new(),
+        table: None,
+        flaky,
+        accepted: Vec::new(),
+        interrupted: false,
+        identical: false,
+        passed: false,
+    }
+    .settle()
+}
+
 #[test]
 fn a_regressed_cell_as_junit_and_summary() {
-    let cell = regressed_cell();
+    let cell = tiny_cell(true);
     let snapshot = crate::report::render_snapshot(cell.outcome.as_ref().unwrap());
     assert!(
         snapshot.contains("| ttl-present | invalid | immortal-key: rl:0 |"),
         "{snapshot}"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let baseline = dir.path().join("baseline");
-    std::fs::create_dir_all(&baseline).unwrap();
-    let old = snapshot
-        .replace(
-            "| ttl-present | invalid | immortal-key: rl:0 |",
-            "| ttl-present | valid |  |",
-        )
-        .replace(": INVALID", ": VALID");
-    std::fs::write(baseline.join("tiny--api.md"), old).unwrap();
-    let cells = [cell];
-    let mut comparison = compare(&baseline, &cells);
-    // The file's place on this machine is not part of what is reviewed.
-    comparison.cells[0].file = Path::new("limiter-harness/baseline/tiny--api.md").to_owned();
+    let report = report_against_passing_baseline(&[&cell, &cell, &cell], FlakyPolicy::Fail);
+    let result = &report.cells[0];
+    assert_eq!(result.standing, Standing::Regression);
     assert_eq!(
-        comparison.cells[0].changes,
-        vec!["ttl-present: valid → invalid (immortal-key: rl:0)"]
+        result.changes[0].text,
+        "ttl-present: valid → invalid (immortal-key: rl:0)"
     );
-    insta::assert_snapshot!("junit", render_junit("service", &cells, &comparison.cells));
-    insta::assert_snapshot!(
-        "summary",
-        render_summary("service", &["tiny".into()], &["api".into()], &cells, &comparison.cells)
+    assert!(!report.passed);
+    insta::assert_snapshot!("junit", render_junit(&report));
+    insta::assert_snapshot!("summary", render_summary(&report));
+}
+
+#[test]
+fn a_flaky_cell_says_what_each_run_gave_and_fails_as_the_suite_says() {
+    let (bad, good) = (tiny_cell(true), tiny_cell(false));
+    let report = report_against_passing_baseline(&[&good, &bad, &good], FlakyPolicy::Fail);
+    let result = &report.cells[0];
+    assert_eq!(result.standing, Standing::Flaky);
+    assert_eq!(result.runs, vec!["ttl-present: invalid 1 of 3, valid 2 of 3"]);
+    assert_eq!(
+        result.report.as_deref(),
+        Some(".limiter-harness/reports/runs/1/tiny/api/report.md"),
+        "the report of the run that differed"
     );
+    assert!(!report.passed);
+    insta::assert_snapshot!("flaky-junit", render_junit(&report));
+    insta::assert_snapshot!("flaky-summary", render_summary(&report));
+    // The suite's policy may let it pass, reported.
+    let lenient = report_against_passing_baseline(&[&good, &bad, &good], FlakyPolicy::Pass);
+    assert!(lenient.passed);
+    assert!(render_summary(&lenient).contains("`flaky = \"pass\"` lets it pass"));
 }
 
 /// A cell of `tiny` with one `delay-reply` fault (`times` as given, `None`: every match)
@@ -136,6 +183,7 @@ fn delayed_cell_snapshot(times: Option<u64>, strikes: u64) -> String {
             round_trips_max: 2,
             commands: "INCR; PEXPIRE".into(),
             ttl_max_windows: None,
+            ttl_max_ms: None,
             keys: vec!["rl:{identity}".into()],
             keys_from: LayoutSource::Default,
             keys_note: None,
@@ -192,6 +240,7 @@ fn key_per_window_snapshot(epoch_s: u64) -> String {
             round_trips_max: 1,
             commands: "EVALSHA".into(),
             ttl_max_windows: None,
+            ttl_max_ms: None,
             keys: vec!["api:rl:{identity}:*".into()],
             keys_from: LayoutSource::Limiter("the Lua sidecar".into()),
             keys_note: None,

@@ -1,0 +1,347 @@
+//! The CI gate on a team's own limiters, as a team lives with it: a repository with a daily
+//! cap keyed by the real date (an exec adapter in Python) and a fixed window keyed by the
+//! epoch second (a Lua script through its sidecar). Its baseline must read the same run after
+//! run — also beside two busy CPU hogs —, a broken limiter must be named as a regression, the
+//! suite must split into disjoint shards whose merge is the one run; and a cell whose runs
+//! disagree must be reported as flaky, recorded as flaky, and then pass.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn harness_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_limiter-harness"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .expect("run limiter-harness")
+}
+
+fn text_of(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The team's repository: its two limiters, the protocol helper `init --adapter python`
+/// writes, and a suite over the scenarios where the clock, timing and races show.
+fn team_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures().join("team"), dir.path());
+    let out = harness_in(
+        dir.path(),
+        &[
+            "init",
+            "--limiter",
+            "exec:python3 ratelimit/daily_cap.py",
+            "--name",
+            "daily-cap",
+            "--adapter",
+            "python",
+            "--ci",
+            "github",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    assert!(dir.path().join("limiter_harness_adapter.py").is_file());
+    let workflow = std::fs::read_to_string(dir.path().join(".github/workflows/limiter-harness.yml")).unwrap();
+    assert!(workflow.contains("limiter-harness ci --shard"), "{workflow}");
+    assert!(workflow.contains("limiter-harness ci merge"), "{workflow}");
+    std::fs::write(
+        dir.path().join("limiter-harness.toml"),
+        r#"[suite]
+name = "geocoding"
+scenarios = ["steady-control", "immortal-counter", "clock-skew-two-instances", "shared-cache-eviction", "dedicated-noeviction", "burst-import"]
+jobs = 4
+
+[server]
+backend = "process"
+
+[[limiter]]
+name = "daily-cap"
+spec = "exec:python3 ratelimit/daily_cap.py"
+
+[[limiter]]
+name = "api-window"
+spec = "lua:lua/api_window.lua"
+window_ms = 1000
+"#,
+    )
+    .unwrap();
+    dir
+}
+
+/// Two processes that keep a core busy each until dropped.
+struct Hogs(Vec<Child>);
+
+impl Hogs {
+    fn start() -> Self {
+        Self(
+            (0..2)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("sh")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn ci(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["ci", "--no-progress"];
+    args.extend_from_slice(extra);
+    harness_in(dir, &args)
+}
+
+#[test]
+fn a_teams_gate_is_green_run_after_run_red_on_a_regression_and_shards_merge_to_one_run() {
+    // Long: one repository's life in order — accept, three unchanged runs (one loaded), a
+    // regression and its repair, then the same suite in two shards merged.
+    let repo = team_repo();
+    let dir = repo.path();
+    let out = ci(dir, &["--accept"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    let baseline = dir.join("limiter-harness/baseline");
+    let mut recorded = String::new();
+    for entry in std::fs::read_dir(&baseline).unwrap() {
+        recorded.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+    }
+    // Nothing the clock decides: the day's number and the epoch seconds are `<window>`.
+    assert!(recorded.contains("geocode:calls:0:<window>"), "{recorded}");
+    let day = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 86_400;
+    assert!(
+        !recorded.contains(&format!(":{day}")),
+        "a date in the baseline:\n{recorded}"
+    );
+    assert!(
+        !recorded.contains("TTL > window"),
+        "the daily cap's 26 h TTL is declared (ttl_max_ms in its hello)"
+    );
+
+    for run in 1..=3 {
+        let _hogs = (run == 2).then(Hogs::start);
+        let out = ci(dir, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "unchanged code, run {run}\n{}",
+            text_of(&out)
+        );
+    }
+
+    // The Lua script no longer sets its key's TTL: a regression, named by cell and invariant.
+    let script = dir.join("lua/api_window.lua");
+    let good = std::fs::read_to_string(&script).unwrap();
+    let broken = good.replace("  redis.call('EXPIRE', KEYS[1], ARGV[2])\n", "");
+    assert_ne!(good, broken);
+    std::fs::write(&script, &broken).unwrap();
+    let out = ci(dir, &["--scenarios", "steady-control,immortal-counter"]);
+    let all = text_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(all.contains("#### steady-control × api-window"), "{all}");
+    assert!(
+        all.contains("- regression: ttl-present: valid → invalid (immortal-key: api:rl:0:<window>"),
+        "{all}"
+    );
+    assert!(all.contains("regression(s): "), "{all}");
+    std::fs::write(&script, &good).unwrap();
+    let out = ci(dir, &["--scenarios", "steady-control,immortal-counter"]);
+    assert_eq!(out.status.code(), Some(0), "repaired\n{}", text_of(&out));
+
+    // Two shards: non-empty, disjoint, covering; merged, the same summary as one run.
+    let whole = ci(dir, &[]);
+    assert_eq!(whole.status.code(), Some(0), "{}", text_of(&whole));
+    let one_summary = std::fs::read_to_string(dir.join(".limiter-harness/reports/SUMMARY.md")).unwrap();
+    let mut shard_cells: Vec<Vec<String>> = Vec::new();
+    for k in 1..=2 {
+        let report_dir = format!("shard-{k}");
+        let suite = std::fs::read_to_string(dir.join("limiter-harness.toml")).unwrap();
+        let sharded = dir.join(format!("shard-{k}.toml"));
+        std::fs::write(
+            &sharded,
+            suite.replace("jobs = 4", &format!("jobs = 4\nreport_dir = \"{report_dir}\"")),
+        )
+        .unwrap();
+        let out = ci(
+            dir,
+            &["--suite", sharded.to_str().unwrap(), "--shard", &format!("{k}/2")],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(&report_dir).join("ci.json")).unwrap()).unwrap();
+        let names: Vec<String> = json["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}--{}",
+                    c["scenario"].as_str().unwrap(),
+                    c["limiter"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert!(!names.is_empty(), "shard {k}/2 is empty");
+        shard_cells.push(names);
+    }
+    assert!(
+        shard_cells[0].iter().all(|c| !shard_cells[1].contains(c)),
+        "disjoint: {shard_cells:?}"
+    );
+    assert_eq!(
+        shard_cells[0].len() + shard_cells[1].len(),
+        12,
+        "covering: {shard_cells:?}"
+    );
+    let out = harness_in(
+        dir,
+        &[
+            "ci",
+            "merge",
+            "shard-1",
+            "shard-2",
+            "--summary",
+            "merged.md",
+            "--junit",
+            "merged.xml",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    assert_eq!(std::fs::read_to_string(dir.join("merged.md")).unwrap(), one_summary);
+    let out = harness_in(dir, &["ci", "merge", "shard-1"]);
+    assert_eq!(out.status.code(), Some(3), "a shard missing: {}", text_of(&out));
+    assert!(text_of(&out).contains("shard(s) 2/2 missing"), "{}", text_of(&out));
+}
+
+#[test]
+fn a_cell_whose_runs_disagree_is_flaky_then_recorded_as_flaky_then_passes() {
+    // Long: the flaky cell's life in order — recorded once, found flaky, accepted as flaky
+    // (only its file rewritten), then passing whatever its run gives.
+    let repo = tempfile::tempdir().unwrap();
+    let dir = repo.path();
+    copy_tree(&fixtures().join("flaky"), dir);
+    std::fs::copy(
+        root().join("examples/python/adapter.py"),
+        dir.join("limiter_harness_adapter.py"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("limiter-harness.toml"),
+        r#"[suite]
+scenarios = ["steady-control", "burst-import"]
+
+[server]
+backend = "process"
+
+[[limiter]]
+name = "racy"
+spec = "exec:python3 every_other_run.py"
+
+[[limiter]]
+spec = "multi-incr-expire-nx"
+
+[[skip]]
+cells = "burst-import--*"
+reason = "the import path is rate limited upstream (ticket OPS-1)"
+"#,
+    )
+    .unwrap();
+    // Recorded from one run each (start 0: the correct one).
+    let out = ci(dir, &["--accept", "--reruns", "0", "--cells", "steady-control--racy"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    let out = ci(
+        dir,
+        &["--accept", "--reruns", "0", "--limiters", "multi-incr-expire-nx"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    let baseline = dir.join("limiter-harness/baseline");
+    let other = std::fs::read_to_string(baseline.join("steady-control--multi-incr-expire-nx.md")).unwrap();
+    assert!(
+        !baseline.join("burst-import--racy.md").exists(),
+        "a skipped cell is not run"
+    );
+
+    // Its next runs: broken, correct, broken — they disagree: flaky, with what each gave.
+    let out = ci(dir, &["--cells", "steady-control--*", "--junit", "junit.xml"]);
+    let all = text_of(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "an unrecorded flaky cell fails the gate\n{all}"
+    );
+    assert!(all.contains("### Flaky (1)"), "{all}");
+    assert!(all.contains("- ttl-present: invalid 2 of 3, valid 1 of 3"), "{all}");
+    assert!(
+        all.contains("reproduce (the run that differed): `limiter-harness run steady-control"),
+        "{all}"
+    );
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    assert!(junit.contains("<failure type=\"flaky\""), "{junit}");
+
+    // Accepted as flaky: its file only.
+    let out = ci(dir, &["--accept", "--cells", "steady-control--racy"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    let record = std::fs::read_to_string(baseline.join("steady-control--racy.md")).unwrap();
+    assert!(record.starts_with("# steady-control × racy: FLAKY"), "{record}");
+    assert!(
+        record.contains("| ttl-present | invalid, valid | immortal-key |"),
+        "{record}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(baseline.join("steady-control--multi-incr-expire-nx.md")).unwrap(),
+        other,
+        "`--cells` rewrites only the cells it names"
+    );
+
+    // Then it passes, whichever way its run goes; the skipped cells say why.
+    for _ in 0..2 {
+        let out = ci(dir, &[]);
+        let all = text_of(&out);
+        assert_eq!(out.status.code(), Some(0), "{all}");
+        assert!(all.contains("(flaky, as recorded)"), "{all}");
+        assert!(all.contains("### Skipped by the suite (2)"), "{all}");
+        assert!(
+            all.contains("the import path is rate limited upstream (ticket OPS-1)"),
+            "{all}"
+        );
+    }
+}
