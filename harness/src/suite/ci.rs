@@ -142,7 +142,8 @@ pub struct CiRun {
 
 /// Run the selected cells of `suite` on `backend` and set them against the baseline. Paths
 /// in the suite are taken relative to the current directory (`ci` runs in the suite's
-/// directory).
+/// directory). The stages: choose the cells, run them, run again those that differ, judge
+/// each against its file, then record (`--accept`) and report.
 pub async fn run_ci(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOptions) -> Result<CiRun, SetupError> {
     let scenarios = suite.load_scenarios()?;
     let limiters = suite
@@ -156,26 +157,6 @@ pub async fn run_ci(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOption
             })
         })
         .collect::<Result<Vec<_>, SetupError>>()?;
-    let all: Vec<(String, String)> = scenarios
-        .iter()
-        .flat_map(|s| limiters.iter().map(move |l| (s.name.clone(), l.name.clone())))
-        .collect();
-    let skip_reason = |cell: &(String, String)| {
-        let name = cell_name(&cell.0, &cell.1);
-        suite
-            .skips
-            .iter()
-            .find(|s| glob_match(&s.cells, &name))
-            .map(|s| s.reason.clone())
-    };
-    let mut selected: Vec<(String, String)> = all
-        .iter()
-        .filter(|c| skip_reason(c).is_none() && options.selection.admits(&c.0, &c.1))
-        .cloned()
-        .collect();
-    if let Some(shard) = options.selection.shard {
-        selected = shard_cells(&selected, &scenarios, shard);
-    }
     let plan = Plan {
         scenarios: &scenarios,
         limiters: &limiters,
@@ -183,111 +164,22 @@ pub async fn run_ci(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOption
         suite,
         options,
     };
+    let all: Vec<(String, String)> = scenarios
+        .iter()
+        .flat_map(|s| limiters.iter().map(move |l| (s.name.clone(), l.name.clone())))
+        .collect();
+    let selected = plan.select(&all);
     let first = plan.run(&selected, 0).await;
     let recorded: BTreeMap<(String, String), Result<Recorded, String>> = selected
         .iter()
         .map(|(s, l)| {
-            (
-                (s.clone(), l.clone()),
-                baseline::read(&baseline::baseline_file(&suite.baseline, s, l)),
-            )
+            let file = baseline::baseline_file(&suite.baseline, s, l);
+            ((s.clone(), l.clone()), baseline::read(&file))
         })
         .collect();
-    let again: Vec<(String, String)> = first
-        .iter()
-        .filter(|c| {
-            let Ok(report) = &c.outcome else { return false };
-            match recorded.get(&(c.scenario.clone(), c.limiter.clone())) {
-                _ if options.accept => true,
-                Some(Ok(Recorded::Stable(old))) => render_snapshot(report) != *old,
-                Some(Ok(Recorded::Flaky(record))) => !record.admits(&render_snapshot(report)),
-                _ => false,
-            }
-        })
-        .map(|c| (c.scenario.clone(), c.limiter.clone()))
-        .collect();
-    let mut reruns: Vec<Vec<Cell>> = Vec::new();
-    for k in 1..=options.reruns.unwrap_or(suite.reruns) {
-        if again.is_empty() || options.cancel.is_cancelled() {
-            break;
-        }
-        eprintln!(
-            "limiter-harness ci: run {} of {}: {} cell(s) again{}",
-            k + 1,
-            options.reruns.unwrap_or(suite.reruns) + 1,
-            again.len(),
-            if options.accept {
-                " (--accept runs every cell again: a flaky one is recorded as flaky)"
-            } else {
-                " (they differ from their baseline: runs that disagree are flaky)"
-            }
-        );
-        reruns.push(plan.run(&again, k as usize).await);
-    }
-    let interrupted = options.cancel.is_cancelled();
-    let mut results = Vec::new();
-    let mut records: Vec<(PathBuf, String)> = Vec::new();
-    for cell in &all {
-        let Some(reason) = skip_reason(cell) else {
-            continue;
-        };
-        results.push(skipped(suite, cell, reason));
-    }
-    for cell in &first {
-        let key = (cell.scenario.clone(), cell.limiter.clone());
-        let runs: Vec<(usize, &Cell)> = std::iter::once((0, cell))
-            .chain(reruns.iter().enumerate().filter_map(|(k, cells)| {
-                cells
-                    .iter()
-                    .find(|c| c.scenario == cell.scenario && c.limiter == cell.limiter)
-                    .map(|c| (k + 1, c))
-            }))
-            .collect();
-        let (result, record) = plan.judge(&runs, recorded.get(&key).cloned().unwrap_or(Ok(Recorded::Missing)));
-        if let Some(record) = record {
-            records.push((baseline::baseline_file(&suite.baseline, &key.0, &key.1), record));
-        }
-        results.push(result);
-    }
-    let order = |r: &CellResult| all.iter().position(|(s, l)| *s == r.scenario && *l == r.limiter);
-    results.sort_by_key(order);
-    let whole = options.selection.is_whole();
-    let stale = if whole {
-        baseline::stale(&suite.baseline, &all)
-    } else {
-        Vec::new()
-    };
-    let table = if whole {
-        table(suite, &scenarios, &limiters, &first, &results)
-    } else {
-        None
-    };
-    let mut accepted = Vec::new();
-    if options.accept && !interrupted {
-        accepted = accept(&suite.baseline, &records, &stale)?;
-        if let Some((path, _, now)) = table.as_ref().filter(|(_, t, _)| !t.same) {
-            std::fs::write(path, now).map_err(|e| SetupError::io("cannot write", path, e))?;
-            accepted.push(format!("wrote {}", path.display()));
-        }
-    }
-    let report = CiReport {
-        suite: suite.name.clone(),
-        baseline: suite.baseline.display().to_string(),
-        scenarios: scenarios.iter().map(|s| s.name.clone()).collect(),
-        limiters: limiters.iter().map(|l| l.name.clone()).collect(),
-        cells: results,
-        cells_in_suite: all.len(),
-        selection: options.selection.describe(),
-        shard: options.selection.shard.map(|s| s.to_string()),
-        stale: stale.iter().map(|p| p.display().to_string()).collect(),
-        table: table.map(|(_, t, _)| t),
-        flaky: suite.flaky,
-        accepted,
-        interrupted,
-        identical: false,
-        passed: false,
-    }
-    .settle();
+    let reruns = plan.run_again(&first, &recorded).await;
+    let (results, records) = plan.judge_all(&all, &first, &reruns, &recorded);
+    let report = plan.finish(&all, &first, results, &records)?;
     Ok(CiRun {
         report,
         scenarios,
@@ -305,6 +197,157 @@ struct Plan<'a> {
 }
 
 impl Plan<'_> {
+    /// Why the suite skips `cell`, when it does.
+    fn skip_reason(&self, (scenario, limiter): &(String, String)) -> Option<String> {
+        let name = cell_name(scenario, limiter);
+        self.suite
+            .skips
+            .iter()
+            .find(|s| glob_match(&s.cells, &name))
+            .map(|s| s.reason.clone())
+    }
+
+    /// The cells this run takes: not skipped, admitted by the selection, in its shard.
+    fn select(&self, all: &[(String, String)]) -> Vec<(String, String)> {
+        let selection = &self.options.selection;
+        let selected: Vec<(String, String)> = all
+            .iter()
+            .filter(|c| self.skip_reason(c).is_none() && selection.admits(&c.0, &c.1))
+            .cloned()
+            .collect();
+        match selection.shard {
+            Some(shard) => shard_cells(&selected, self.scenarios, shard),
+            None => selected,
+        }
+    }
+
+    /// The reruns: every cell again under `--accept` (a flaky one is then recorded as such),
+    /// else the cells that differ from their baseline; up to `reruns` more runs each.
+    async fn run_again(
+        &self,
+        first: &[Cell],
+        recorded: &BTreeMap<(String, String), Result<Recorded, String>>,
+    ) -> Vec<Vec<Cell>> {
+        let accept = self.options.accept;
+        let again: Vec<(String, String)> = first
+            .iter()
+            .filter(|c| {
+                let Ok(report) = &c.outcome else { return false };
+                match recorded.get(&(c.scenario.clone(), c.limiter.clone())) {
+                    _ if accept => true,
+                    Some(Ok(Recorded::Stable(old))) => render_snapshot(report) != *old,
+                    Some(Ok(Recorded::Flaky(record))) => !record.admits(&render_snapshot(report)),
+                    _ => false,
+                }
+            })
+            .map(|c| (c.scenario.clone(), c.limiter.clone()))
+            .collect();
+        let count = self.options.reruns.unwrap_or(self.suite.reruns);
+        let mut reruns = Vec::new();
+        for k in 1..=count {
+            if again.is_empty() || self.options.cancel.is_cancelled() {
+                break;
+            }
+            eprintln!(
+                "limiter-harness ci: run {} of {}: {} cell(s) again{}",
+                k + 1,
+                count + 1,
+                again.len(),
+                if accept {
+                    " (--accept runs every cell again: a flaky one is recorded as flaky)"
+                } else {
+                    " (they differ from their baseline: runs that disagree are flaky)"
+                }
+            );
+            reruns.push(self.run(&again, k as usize).await);
+        }
+        reruns
+    }
+
+    /// Every cell's result (skipped ones too), in table order; and the records `--accept`
+    /// writes, by file.
+    fn judge_all(
+        &self,
+        all: &[(String, String)],
+        first: &[Cell],
+        reruns: &[Vec<Cell>],
+        recorded: &BTreeMap<(String, String), Result<Recorded, String>>,
+    ) -> (Vec<CellResult>, Vec<(PathBuf, String)>) {
+        let mut results: Vec<CellResult> = all
+            .iter()
+            .filter_map(|cell| Some(skipped(self.suite, cell, self.skip_reason(cell)?)))
+            .collect();
+        let mut records = Vec::new();
+        for cell in first {
+            let key = (cell.scenario.clone(), cell.limiter.clone());
+            let runs: Vec<(usize, &Cell)> = std::iter::once((0, cell))
+                .chain(reruns.iter().enumerate().filter_map(|(k, cells)| {
+                    cells
+                        .iter()
+                        .find(|c| c.scenario == cell.scenario && c.limiter == cell.limiter)
+                        .map(|c| (k + 1, c))
+                }))
+                .collect();
+            let recorded = recorded.get(&key).cloned().unwrap_or(Ok(Recorded::Missing));
+            let (result, record) = self.judge(&runs, recorded);
+            if let Some(record) = record {
+                records.push((baseline::baseline_file(&self.suite.baseline, &key.0, &key.1), record));
+            }
+            results.push(result);
+        }
+        results.sort_by_key(|r| all.iter().position(|(s, l)| *s == r.scenario && *l == r.limiter));
+        (results, records)
+    }
+
+    /// The stale files and the table (whole runs only), what `--accept` wrote, the report.
+    fn finish(
+        &self,
+        all: &[(String, String)],
+        first: &[Cell],
+        results: Vec<CellResult>,
+        records: &[(PathBuf, String)],
+    ) -> Result<CiReport, SetupError> {
+        let (suite, options) = (self.suite, self.options);
+        let interrupted = options.cancel.is_cancelled();
+        let whole = options.selection.is_whole();
+        let stale = if whole {
+            baseline::stale(&suite.baseline, all)
+        } else {
+            Vec::new()
+        };
+        let table = if whole {
+            table(suite, self.scenarios, self.limiters, first, &results)
+        } else {
+            None
+        };
+        let mut accepted = Vec::new();
+        if options.accept && !interrupted {
+            accepted = accept(&suite.baseline, records, &stale)?;
+            if let Some((path, _, now)) = table.as_ref().filter(|(_, t, _)| !t.same) {
+                std::fs::write(path, now).map_err(|e| SetupError::io("cannot write", path, e))?;
+                accepted.push(format!("wrote {}", path.display()));
+            }
+        }
+        Ok(CiReport {
+            suite: suite.name.clone(),
+            baseline: suite.baseline.display().to_string(),
+            scenarios: self.scenarios.iter().map(|s| s.name.clone()).collect(),
+            limiters: self.limiters.iter().map(|l| l.name.clone()).collect(),
+            cells: results,
+            cells_in_suite: all.len(),
+            selection: options.selection.describe(),
+            shard: options.selection.shard.map(|s| s.to_string()),
+            stale: stale.iter().map(|p| p.display().to_string()).collect(),
+            table: table.map(|(_, t, _)| t),
+            flaky: suite.flaky,
+            accepted,
+            interrupted,
+            identical: false,
+            passed: false,
+        }
+        .settle())
+    }
+
     /// Where the reports of run `k` go (0: the first).
     fn runs_dir(&self, k: usize) -> PathBuf {
         match k {

@@ -132,24 +132,7 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, ScenarioError> {
     };
     let server = server(file.server.as_ref());
     let scenarios = scenarios(section, &dir, &at)?;
-    let reruns = match &section.reruns {
-        Some(r) if *r.get_ref() > 20 => {
-            return Err(at(r.span(), format!("reruns = {}: between 0 and 20", r.get_ref())));
-        }
-        Some(r) => *r.get_ref(),
-        None => DEFAULT_RERUNS,
-    };
-    let flaky = match section.flaky.as_ref() {
-        None => FlakyPolicy::Fail,
-        Some(f) if f.get_ref() == "fail" => FlakyPolicy::Fail,
-        Some(f) if f.get_ref() == "pass" => FlakyPolicy::Pass,
-        Some(f) => {
-            return Err(
-                at(f.span(), format!("flaky = \"{}\": \"fail\" or \"pass\"", f.get_ref()))
-                    .with_help("what a flaky cell the baseline does not record as flaky does to the gate"),
-            );
-        }
-    };
+    let (reruns, flaky) = gate(section, &at)?;
     let skips = skips(&file, &at)?;
     Ok(Suite {
         path: path.to_owned(),
@@ -172,6 +155,29 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, ScenarioError> {
         flaky,
         skips,
     })
+}
+
+/// The gate's settings: `reruns` and `flaky`.
+fn gate(section: &SuiteSection, at: &At<'_>) -> Result<(u32, FlakyPolicy), ScenarioError> {
+    let reruns = match &section.reruns {
+        Some(r) if *r.get_ref() > 20 => {
+            return Err(at(r.span(), format!("reruns = {}: between 0 and 20", r.get_ref())));
+        }
+        Some(r) => *r.get_ref(),
+        None => DEFAULT_RERUNS,
+    };
+    let flaky = match section.flaky.as_ref() {
+        None => FlakyPolicy::Fail,
+        Some(f) if f.get_ref() == "fail" => FlakyPolicy::Fail,
+        Some(f) if f.get_ref() == "pass" => FlakyPolicy::Pass,
+        Some(f) => {
+            return Err(
+                at(f.span(), format!("flaky = \"{}\": \"fail\" or \"pass\"", f.get_ref()))
+                    .with_help("what a flaky cell the baseline does not record as flaky does to the gate"),
+            );
+        }
+    };
+    Ok((reruns, flaky))
 }
 
 /// The suite's `[[skip]]` entries: each with a non-empty glob and a reason.
@@ -385,5 +391,34 @@ mod tests {
         assert_eq!(none.server.server, None);
         let both = suite("server = \"redis-6.2\"\nredis_server = \"redis-server\"\n").unwrap_err();
         assert!(both.to_string().contains("duplicate field"), "{both}");
+    }
+
+    #[test]
+    fn the_gate_settings_skips_and_ttl_declarations_are_checked_where_written() {
+        let parse = |text: &str| parse_suite(Path::new("limiter-harness.toml"), text);
+        let plain = parse(LIMITER).unwrap();
+        assert_eq!((plain.reruns, plain.flaky), (DEFAULT_RERUNS, FlakyPolicy::Fail));
+        let set = parse(&format!("[suite]\nreruns = 4\nflaky = \"pass\"\n{LIMITER}")).unwrap();
+        assert_eq!((set.reruns, set.flaky), (4, FlakyPolicy::Pass));
+        let err = parse(&format!("[suite]\nflaky = \"ignore\"\n{LIMITER}")).unwrap_err().to_string();
+        assert!(err.contains("limiter-harness.toml:2:9") && err.contains("\"fail\" or \"pass\""), "{err}");
+        let err = parse(&format!("[suite]\nreruns = 99\n{LIMITER}")).unwrap_err().to_string();
+        assert!(err.contains("between 0 and 20"), "{err}");
+        let skip = parse(&format!("{LIMITER}\n[[skip]]\ncells = \"x--*\"\nreason = \"OPS-1\"\n")).unwrap();
+        assert_eq!(
+            skip.skips,
+            vec![Skip {
+                cells: "x--*".into(),
+                reason: "OPS-1".into()
+            }]
+        );
+        let err = parse(&format!("{LIMITER}\n[[skip]]\ncells = \"x\"\nreason = \"y\"\n")).unwrap_err();
+        assert!(err.to_string().contains("a cell is SCENARIO--LIMITER"), "{err}");
+        let err = parse(&format!("{LIMITER}\n[[skip]]\ncells = \"x--y\"\nreason = \" \"\n")).unwrap_err();
+        assert!(err.to_string().contains("needs its reason"), "{err}");
+        let daily = parse(&format!("{LIMITER}ttl_max_ms = 93600000\n")).unwrap();
+        assert_eq!(daily.limiters[0].adjust.ttl_max_ms, Some(93_600_000));
+        let err = parse(&format!("{LIMITER}ttl_max_ms = 5\nttl_max_windows = 2.0\n")).unwrap_err();
+        assert!(err.to_string().contains("both given"), "{err}");
     }
 }
