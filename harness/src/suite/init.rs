@@ -19,9 +19,11 @@ pub fn starter_suite(name: &str, spec: &str) -> String {
 #
 # A cell is one scenario × one limiter, judged on a fresh Redis server. Its baseline file
 # ({DEFAULT_BASELINE}/SCENARIO--LIMITER.md) holds what the seed decides: the verdict of every
-# invariant, the anomalies' kinds and keys, what each fault did. A change in any of them — a
-# regression or an improvement, also inside a cell that already failed — makes `ci` exit 1
-# until `ci --accept` rewrites the file and the pull request shows the change.
+# invariant, the anomalies' kinds and keys (what the clock decides in a key written <window>),
+# what each fault did. A change in any of them — a regression or an improvement, also inside a
+# cell that already failed — makes `ci` exit 1 until `ci --accept --cells SCENARIO--LIMITER`
+# records it and the pull request shows the change. A cell whose runs disagree is flaky.
+# The reference: docs/ci.md in the harness's repository.
 
 [suite]
 # Scenarios: shipped names or globs over names (`limiter-harness list`), scenario files,
@@ -37,6 +39,8 @@ report_dir = ".limiter-harness/reports"
 # Cells running at once (each on its own server).
 jobs = 4
 # seed = 7          # override every scenario's seed
+# reruns = 2        # more runs of a cell that differs from its baseline: runs that disagree are flaky
+# flaky = "fail"    # an unrecorded flaky cell fails the gate ("pass": reported, not failing)
 
 [server]
 # auto: a local redis-server per cell when one is installed, else a container per cell.
@@ -55,6 +59,15 @@ spec = {spec_toml}
 # keys = ["app:ratelimit:{{identity}}"]
 # Whole-second windows? Run every scenario with a window of this many ms (durations scale):
 # window_ms = 1000
+# How long its keys may live, when not one window (and it does not declare it): in ms
+# whatever the window (a daily cap's EXPIRE 26 h), or in windows.
+# ttl_max_ms = 93600000
+# ttl_max_windows = 2
+
+# A cell left out, with its reason (the summary shows it):
+# [[skip]]
+# cells = "server-pause-timeouts--{name}"
+# reason = "why, and until when"
 "#
     )
 }
@@ -198,6 +211,29 @@ jobs:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_workflow_docs_show_is_the_one_init_writes() {
+        let docs = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/ci.md"));
+        let body = GITHUB_WORKFLOW
+            .split_once("name: limiter-harness")
+            .map(|(_, rest)| rest)
+            .unwrap();
+        assert!(
+            docs.contains(&format!("name: limiter-harness{body}")),
+            "docs/ci.md's workflow differs from `init --ci github`'s"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_workflow(dir.path(), CiSystem::Github, false).unwrap();
+        assert!(path.ends_with(".github/workflows/limiter-harness.yml"));
+        assert!(
+            write_workflow(dir.path(), CiSystem::Github, false).is_err(),
+            "kept unless --force"
+        );
+        let helper = write_adapter_helper(dir.path(), AdapterLanguage::Python, false).unwrap();
+        let text = std::fs::read_to_string(helper).unwrap();
+        assert!(text.contains("def serve(") && text.contains("ttl_max_ms"), "{text}");
+    }
 
     #[test]
     fn the_starter_suite_parses_and_names_its_limiter() {

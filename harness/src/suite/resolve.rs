@@ -400,9 +400,16 @@ mod tests {
         assert_eq!((plain.reruns, plain.flaky), (DEFAULT_RERUNS, FlakyPolicy::Fail));
         let set = parse(&format!("[suite]\nreruns = 4\nflaky = \"pass\"\n{LIMITER}")).unwrap();
         assert_eq!((set.reruns, set.flaky), (4, FlakyPolicy::Pass));
-        let err = parse(&format!("[suite]\nflaky = \"ignore\"\n{LIMITER}")).unwrap_err().to_string();
-        assert!(err.contains("limiter-harness.toml:2:9") && err.contains("\"fail\" or \"pass\""), "{err}");
-        let err = parse(&format!("[suite]\nreruns = 99\n{LIMITER}")).unwrap_err().to_string();
+        let err = parse(&format!("[suite]\nflaky = \"ignore\"\n{LIMITER}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("limiter-harness.toml:2:9") && err.contains("\"fail\" or \"pass\""),
+            "{err}"
+        );
+        let err = parse(&format!("[suite]\nreruns = 99\n{LIMITER}"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("between 0 and 20"), "{err}");
         let skip = parse(&format!("{LIMITER}\n[[skip]]\ncells = \"x--*\"\nreason = \"OPS-1\"\n")).unwrap();
         assert_eq!(
