@@ -54,3 +54,49 @@ deadline_ms = 2000
     let history = std::fs::read_to_string(dir.path().join("history.jsonl")).unwrap();
     assert!(history.contains("\"type\":\"invoke\""), "the history was saved");
 }
+
+/// A history that cannot be written (a full disk: the history file is /dev/full) ends the
+/// run at once, unknown, naming the write error; the run does not go on unrecorded.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_whose_history_cannot_be_written_stops_at_once_unknown() {
+    use limiter_harness::limiter::resolve;
+    use limiter_harness::runner::{self, RunConfig};
+    let scenario = limiter_harness_tests::scenario("steady-control");
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/dev/full", dir.path().join("history.jsonl")).unwrap();
+    let started = Instant::now();
+    let outcome = runner::run(RunConfig {
+        scenario,
+        limiter: resolve("lua-fixed-window").unwrap(),
+        backend: limiter_harness_tests::backend(Kind::Process).await.unwrap(),
+        seed: 1,
+        report_dir: dir.path().to_owned(),
+        allow_reconfigure: false,
+        via_proxy: false,
+        show_progress: false,
+        reproduce: "(test)".into(),
+    })
+    .await
+    .expect("the run starts");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "it went on for {:?} (the scenario's traffic takes 3.7 s)",
+        started.elapsed()
+    );
+    assert_eq!(
+        outcome.report.verdict,
+        Verdict::Unknown,
+        "{:?}",
+        outcome.report.problems
+    );
+    assert!(
+        outcome
+            .report
+            .problems
+            .iter()
+            .any(|p| p.contains("the history could not be written") && p.contains("history.jsonl")),
+        "{:?}",
+        outcome.report.problems
+    );
+    assert!(outcome.history_error.is_some());
+}

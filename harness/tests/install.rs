@@ -1,7 +1,8 @@
 //! Installing anywhere: `cargo install --path harness` from a copy of the checkout, the copy
 //! then deleted, and the installed binary used in a fresh service directory as the README
 //! shows — `init`, `ci`, `ci --accept`, `ci`, a shipped scenario, `scenarios export`, `audit`.
-//! Slow the first time (a release build into `target/install-test`), incremental after.
+//! It builds in the workspace's `target/`, so after `cargo build --release` only the copy's
+//! own crates are compiled.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -78,7 +79,10 @@ fn an_installed_binary_works_in_a_fresh_directory_after_the_checkout_is_gone() {
         .arg(checkout.join("harness"))
         .arg("--root")
         .arg(&install)
-        .env("CARGO_TARGET_DIR", root().join("target/install-test"))
+        // The workspace's own target directory: the release build `.ci/run` (or `just build`)
+        // made has every dependency compiled already, so only the copy's two crates are
+        // built (a target directory of its own built everything a second time: minutes).
+        .env("CARGO_TARGET_DIR", root().join("target"))
         .stdin(Stdio::null())
         .output()
         .expect("cargo install");

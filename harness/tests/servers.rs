@@ -213,8 +213,10 @@ fn the_incident_fix_on_redis_6_2_is_unknown_and_says_the_server_is_too_old() {
     );
 }
 
+/// A limiter that needs a newer server is expected to fail there: the cell says so, with no
+/// † and no exit code for it (a matrix over servers does not cry wolf), and the Notes say why.
 #[test]
-fn a_matrix_over_two_servers_has_a_table_each_and_the_old_server_as_a_finding() {
+fn a_matrix_over_two_servers_has_a_table_each_and_the_old_server_as_expected() {
     let setup = installed(setup());
     let out_dir = tempfile::tempdir_in(setup.cache.path()).unwrap();
     let out = harness(setup)
@@ -230,11 +232,11 @@ fn a_matrix_over_two_servers_has_a_table_each_and_the_old_server_as_a_finding() 
         .output()
         .unwrap();
     let stdout = text(&out.stdout);
-    // The 6.2 cell is unknown (its commands fail there): exit 2, not a setup error.
-    assert_eq!(out.status.code(), Some(2), "{stdout}{}", text(&out.stderr));
+    // The 6.2 cell is unknown (its commands fail there), as expected of it there: exit 0.
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     let table = std::fs::read_to_string(out_dir.path().join("MATRIX.md")).unwrap();
     assert!(
-        table.contains("## redis-6.2 (redis 6.2.14)\n\n| scenario | multi-incr-expire-nx |\n|---|---|\n| steady-control | unknown: server too old † |\n"),
+        table.contains("## redis-6.2 (redis 6.2.14)\n\n| scenario | multi-incr-expire-nx |\n|---|---|\n| steady-control | unknown: server too old |\n"),
         "{table}"
     );
     assert!(
@@ -242,7 +244,8 @@ fn a_matrix_over_two_servers_has_a_table_each_and_the_old_server_as_a_finding() 
         "{table}"
     );
     assert!(
-        table.contains("- **redis-6.2: steady-control × multi-incr-expire-nx** (expected to pass, got unknown): the limiter `multi-incr-expire-nx` uses commands of Redis 7.0"),
+        table.contains("Every cell is what its scenario expects.")
+            && table.contains("- redis-6.2: steady-control × multi-incr-expire-nx: the limiter `multi-incr-expire-nx` uses commands of Redis 7.0"),
         "{table}"
     );
     for server in ["redis-6.2", "valkey-9.1"] {

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
+use tokio_util::sync::CancellationToken;
+
 use super::Event;
 use crate::error::SetupError;
 
@@ -38,12 +40,14 @@ impl Recorder {
 
     fn spawn(file: Option<(PathBuf, File)>) -> (Self, RecorderHandle) {
         let (tx, rx) = mpsc::channel::<Option<Event>>();
+        let failed = CancellationToken::new();
+        let on_failure = failed.clone();
         let thread = std::thread::Builder::new()
             .name("history-writer".into())
-            .spawn(move || write_all(&rx, file))
+            .spawn(move || write_all(&rx, file, &on_failure))
             .expect("spawn history writer thread");
         let close = tx.clone();
-        (Self { tx }, RecorderHandle { thread, close })
+        (Self { tx }, RecorderHandle { thread, close, failed })
     }
 }
 
@@ -53,7 +57,11 @@ const BATCH_BYTES: usize = 64 * 1024;
 /// How long a batch gathers after its first event.
 const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
 
-fn write_all(rx: &mpsc::Receiver<Option<Event>>, file: Option<(PathBuf, File)>) -> (Vec<Event>, Option<String>) {
+fn write_all(
+    rx: &mpsc::Receiver<Option<Event>>,
+    file: Option<(PathBuf, File)>,
+    failed: &CancellationToken,
+) -> (Vec<Event>, Option<String>) {
     let mut events = Vec::new();
     let mut out = file;
     let mut write_error = None;
@@ -80,10 +88,10 @@ fn write_all(rx: &mpsc::Receiver<Option<Event>>, file: Option<(PathBuf, File)>) 
                 Err(mpsc::TryRecvError::Empty) => break false,
             }
             if batch.len() >= BATCH_BYTES {
-                flush_batch(&mut out, &mut batch, &mut write_error);
+                flush_batch(&mut out, &mut batch, &mut write_error, failed);
             }
         };
-        flush_batch(&mut out, &mut batch, &mut write_error);
+        flush_batch(&mut out, &mut batch, &mut write_error, failed);
         if closed {
             break;
         }
@@ -91,14 +99,22 @@ fn write_all(rx: &mpsc::Receiver<Option<Event>>, file: Option<(PathBuf, File)>) 
     (events, write_error)
 }
 
-/// Write the batch's whole lines in one call; after a failure the file is given up on.
-fn flush_batch(out: &mut Option<(PathBuf, File)>, batch: &mut Vec<u8>, write_error: &mut Option<String>) {
+/// Write the batch's whole lines in one call; after a failure the file is given up on (what
+/// it holds still parses: a torn last line is skipped when read) and `failed` says so, so
+/// that the run stops at once rather than go on unrecorded.
+fn flush_batch(
+    out: &mut Option<(PathBuf, File)>,
+    batch: &mut Vec<u8>,
+    write_error: &mut Option<String>,
+    failed: &CancellationToken,
+) {
     if let Some((path, file)) = out.as_mut()
         && !batch.is_empty()
         && let Err(e) = file.write_all(batch)
     {
         *write_error = Some(format!("writing {}: {e}", path.display()));
         *out = None;
+        failed.cancel();
     }
     batch.clear();
 }
@@ -126,9 +142,15 @@ pub fn append_history(path: &Path, events: &[Event]) -> Result<(), String> {
 pub struct RecorderHandle {
     thread: JoinHandle<(Vec<Event>, Option<String>)>,
     close: mpsc::Sender<Option<Event>>,
+    failed: CancellationToken,
 }
 
 impl RecorderHandle {
+    /// Cancelled when the history file could not be written (a full disk): the run stops.
+    pub fn failed(&self) -> CancellationToken {
+        self.failed.clone()
+    }
+
     /// Every event recorded so far, and a message if the file could not be written in full.
     pub fn finish(self) -> (Vec<Event>, Option<String>) {
         let _ = self.close.send(None);
@@ -191,7 +213,7 @@ mod tests {
         let (tx, rx) = mpsc::channel::<Option<Event>>();
         let writer = std::thread::Builder::new()
             .name("idle-writer".into())
-            .spawn(move || write_all(&rx, None))
+            .spawn(move || write_all(&rx, None, &CancellationToken::new()))
             .unwrap();
         tx.send(Some(Event::Setup {
             t_us: 1,
@@ -207,6 +229,31 @@ mod tests {
         tx.send(None).unwrap();
         let (events, error) = writer.join().unwrap();
         assert_eq!((events.len(), error), (1, None));
+    }
+
+    /// A history that cannot be written (a full disk: /dev/full) says so at once, and keeps
+    /// the events in memory for the report.
+    #[test]
+    fn a_failed_write_is_said_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        std::os::unix::fs::symlink("/dev/full", &path).unwrap();
+        let (recorder, handle) = Recorder::to_file(&path).unwrap();
+        let failed = handle.failed();
+        recorder.record(Event::Setup {
+            t_us: 1,
+            key: "rl:0".into(),
+            detail: "planted".into(),
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !failed.is_cancelled() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(failed.is_cancelled(), "the write failure was not said");
+        drop(recorder);
+        let (events, error) = handle.finish();
+        assert_eq!(events.len(), 1);
+        assert!(error.is_some_and(|e| e.contains("history.jsonl")));
     }
 
     /// Every line written is whole and in order, however the events were batched.

@@ -579,7 +579,8 @@ fn parse_hello(line: &[u8]) -> Result<Hello, String> {
     if !value.is_object() {
         return Err(not_hello("not a JSON object".into()));
     }
-    serde_json::from_value::<Hello>(value).map_err(|e| not_hello(e.to_string()))
+    // From the bytes: a key given twice is an error, not the last one's value.
+    serde_json::from_slice::<Hello>(line).map_err(|e| not_hello(e.to_string()))
 }
 
 /// "its stderr is in PATH", with its last lines when it wrote any (read from its last 8 KB).

@@ -188,14 +188,10 @@ impl ScriptLimiter {
     /// `lua:PATH`: read the script and its sidecar convention, if any.
     pub fn load(spec: &str) -> Result<Self, SetupError> {
         let path = PathBuf::from(spec.strip_prefix("lua:").unwrap_or(spec));
-        let source = std::fs::read_to_string(&path).map_err(|e| SetupError::io("cannot read Lua script", &path, e))?;
+        let source = read_capped(&path, "Lua script")?;
         let sidecar = Some(path.with_extension("toml")).filter(|s| s.is_file() && *s != path);
         let convention = match &sidecar {
-            Some(sidecar) => {
-                let text = std::fs::read_to_string(sidecar)
-                    .map_err(|e| SetupError::io("cannot read Lua convention", sidecar, e))?;
-                parse_convention(sidecar, &text)?
-            }
+            Some(sidecar) => parse_convention(sidecar, &read_capped(sidecar, "Lua convention")?)?,
             None => ScriptConvention::default(),
         };
         let name = format!("lua:{}", path.display());
@@ -280,6 +276,28 @@ fn element(index: usize) -> String {
     }
 }
 
+/// The longest script or sidecar file read: a limiter's script is kilobytes; a path such as
+/// `/dev/zero` must not fill the memory.
+pub const SCRIPT_BYTES_MAX: u64 = 1 << 20;
+
+/// A text file of at most [`SCRIPT_BYTES_MAX`] bytes.
+fn read_capped(path: &Path, what: &str) -> Result<String, SetupError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| SetupError::io("cannot read", path, e))?;
+    let mut bytes = Vec::new();
+    file.take(SCRIPT_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| SetupError::io("cannot read", path, e))?;
+    if bytes.len() as u64 > SCRIPT_BYTES_MAX {
+        return Err(SetupError::Usage(format!(
+            "{} is longer than 1 MiB: not a {what} (is the path right?)",
+            path.display()
+        )));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| SetupError::Usage(format!("{} is not UTF-8 text: not a {what}", path.display())))
+}
+
 /// Map a script's reply to a decision by the convention.
 pub fn decide(reply: &Value, mapping: &ResultMapping, limit: &Limit) -> Result<Decision, String> {
     let pick = |index: usize| -> Result<&Value, String> {
@@ -344,21 +362,35 @@ fn integer(v: &Value) -> Result<i64, String> {
     }
 }
 
+/// A number the decision can rest on: an integer, a boolean, or a string holding an integer
+/// (`"5"`). A fraction (`"1.5"`) or a number past what a count can hold is an error, never
+/// rounded or clamped into a decision.
 fn number(v: &Value) -> Result<i64, String> {
+    let text = |s: &str| {
+        s.trim()
+            .parse::<i64>()
+            .map_err(|_| format!("expected an integer, got {:?}", cut(s)))
+    };
     match v {
         Value::Int(n) => Ok(*n),
         Value::Boolean(b) => Ok(i64::from(*b)),
-        Value::BulkString(bytes) => std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .map(|f| f as i64)
-            .ok_or_else(|| format!("expected a number, got {:?}", String::from_utf8_lossy(bytes))),
-        Value::SimpleString(s) => s
-            .trim()
-            .parse::<f64>()
-            .map(|f| f as i64)
-            .map_err(|_| format!("expected a number, got {s:?}")),
-        other => Err(format!("expected a number, got {other:?}")),
+        Value::BulkString(bytes) => match std::str::from_utf8(bytes) {
+            Ok(s) => text(s),
+            Err(_) => Err(format!(
+                "expected an integer, got {} bytes that are not text",
+                bytes.len()
+            )),
+        },
+        Value::SimpleString(s) => text(s),
+        other => Err(format!("expected an integer, got {other:?}")),
+    }
+}
+
+/// At most 40 characters of a reply, for an error message.
+fn cut(s: &str) -> String {
+    match s.char_indices().nth(40) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
     }
 }
 
@@ -481,6 +513,31 @@ mod tests {
         assert!(decide(&Value::Int(5), &m, &limit()).unwrap().allowed);
         assert!(!decide(&Value::Int(6), &m, &limit()).unwrap().allowed);
         assert!(decide(&Value::SimpleString("OK".into()), &m, &limit()).is_err());
+    }
+
+    #[test]
+    fn a_count_is_an_integer_never_rounded_nor_clamped() {
+        let m = ResultMapping::default();
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert!(
+            decide(&bulk("5"), &m, &limit()).unwrap().allowed,
+            "an integer-valued string"
+        );
+        let half = decide(&bulk("1.5"), &m, &limit()).unwrap_err();
+        assert!(half.contains("expected an integer") && half.contains("1.5"), "{half}");
+        let huge = Value::Array(vec![Value::Int(1), bulk(&"9".repeat(30))]);
+        assert!(decide(&huge, &m, &limit()).is_err(), "a count past i64 is no count");
+        assert!(decide(&Value::SimpleString("2.0e0".into()), &m, &limit()).is_err());
+        assert!(decide(&bulk("\u{ff}"), &m, &limit()).is_err());
+    }
+
+    #[test]
+    fn a_script_file_is_capped() {
+        let err = match ScriptLimiter::load("lua:/dev/zero") {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("/dev/zero is no script"),
+        };
+        assert!(err.contains("longer than 1 MiB"), "{err}");
     }
 
     #[test]

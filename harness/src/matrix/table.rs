@@ -92,6 +92,10 @@ pub struct TableContext {
 
 /// The whole table with its legend, differences from expectations and notes.
 pub fn render_table(scenarios: &[Scenario], limiters: &[String], cells: &[Cell], context: &TableContext) -> String {
+    crate::report::printable(&table(scenarios, limiters, cells, context))
+}
+
+fn table(scenarios: &[Scenario], limiters: &[String], cells: &[Cell], context: &TableContext) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Limiter matrix\n");
     let baseline = context

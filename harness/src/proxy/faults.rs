@@ -144,7 +144,11 @@ impl ProxyHook for NemesisHook {
         self.recorder.record(Event::Problem {
             t_us: self.clock.now_us(),
             source: "fault-proxy".into(),
-            detail: format!("connection {conn}: {detail}"),
+            detail: if conn == 0 {
+                detail
+            } else {
+                format!("connection {conn}: {detail}")
+            },
             fatal: false,
             noted: false,
         });

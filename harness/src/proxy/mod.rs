@@ -56,7 +56,8 @@ pub trait ProxyHook: Send + Sync {
     /// Called with the commands one client sent together, before any is forwarded; may
     /// take its time (a stall, a forced expiry). Returns one action per command.
     async fn before_forward(&self, conn: u64, trip: &[Command]) -> Vec<Action>;
-    /// A connection was closed because of a protocol problem (logged in the history).
+    /// A connection was closed because of a protocol problem, or (connection 0) the listener
+    /// could not accept one (logged in the history).
     fn connection_problem(&self, _conn: u64, _detail: String) {}
 }
 
@@ -189,11 +190,34 @@ impl Accept {
             return;
         };
         let mut live = JoinSet::new();
+        let mut backoff = AcceptBackoff::default();
         loop {
             tokio::select! {
                 () = self.stop.cancelled() => break,
                 accepted = listener.accept() => {
-                    let Ok((client, _)) = accepted else { continue };
+                    let client = match accepted {
+                        Ok((client, _)) => {
+                            backoff.accepted();
+                            client
+                        }
+                        Err(e) => {
+                            // Out of file descriptors (EMFILE, ENFILE) or another failure: the
+                            // connection waits in the backlog. Retrying at once would spin a
+                            // core; wait, and keep serving the connections there are.
+                            let (pause, first) = backoff.failed();
+                            if first {
+                                self.hook.connection_problem(
+                                    0,
+                                    format!("the proxy could not accept a connection ({e}); it waits and tries again (noted once)"),
+                                );
+                            }
+                            tokio::select! {
+                                () = self.stop.cancelled() => break,
+                                () = tokio::time::sleep(pause) => {}
+                            }
+                            continue;
+                        }
+                    };
                     let id = self.connections.fetch_add(1, Ordering::Relaxed) + 1;
                     live.spawn(conn::serve(
                         client,
@@ -208,6 +232,32 @@ impl Accept {
             }
         }
         live.shutdown().await;
+    }
+}
+
+/// How long the accepting loop waits after a failed accept: 5 ms, doubling to 200 ms while
+/// they keep failing; the first failure of a run is the one noted.
+#[derive(Debug, Default)]
+struct AcceptBackoff {
+    pause: Option<std::time::Duration>,
+    noted: bool,
+}
+
+impl AcceptBackoff {
+    const FIRST: std::time::Duration = std::time::Duration::from_millis(5);
+    const MAX: std::time::Duration = std::time::Duration::from_millis(200);
+
+    fn accepted(&mut self) {
+        self.pause = None;
+    }
+
+    /// The pause before the next try, and whether this failure is the first noted.
+    fn failed(&mut self) -> (std::time::Duration, bool) {
+        let pause = self.pause.map_or(Self::FIRST, |p| (p * 2).min(Self::MAX));
+        self.pause = Some(pause);
+        let first = !self.noted;
+        self.noted = true;
+        (pause, first)
     }
 }
 
@@ -234,6 +284,32 @@ fn replace_host_port(url: &str, with: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_accepts_back_off_and_are_noted_once() {
+        let mut backoff = AcceptBackoff::default();
+        let pauses: Vec<(u64, bool)> = (0..8)
+            .map(|_| {
+                let (p, first) = backoff.failed();
+                (p.as_millis() as u64, first)
+            })
+            .collect();
+        assert_eq!(
+            pauses,
+            vec![
+                (5, true),
+                (10, false),
+                (20, false),
+                (40, false),
+                (80, false),
+                (160, false),
+                (200, false),
+                (200, false)
+            ]
+        );
+        backoff.accepted();
+        assert_eq!(backoff.failed(), (std::time::Duration::from_millis(5), false));
+    }
 
     #[test]
     fn urls_keep_credentials_and_database() {

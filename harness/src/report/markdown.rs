@@ -6,6 +6,10 @@ use super::Report;
 use crate::checker::{CheckResult, Verdict};
 
 pub fn render_markdown(r: &Report) -> String {
+    super::printable(&markdown(r))
+}
+
+fn markdown(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -14,6 +14,10 @@ use std::fmt::Write;
 use super::Report;
 
 pub fn render_snapshot(r: &Report) -> String {
+    super::printable(&snapshot(r))
+}
+
+fn snapshot(r: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -124,8 +124,12 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         run_id: run_id.clone(),
         ..RunState::default()
     };
+    let history_failed = history.failed();
     let executed = tokio::select! {
         biased;
+        // A history that cannot be written (a full disk) ends the run at once: going on would
+        // judge what no file keeps. Why is recorded below, from the writer's error.
+        () = history_failed.cancelled() => Ok(()),
         () = signals::token().cancelled() => {
             recorder.record(Event::Problem {
                 t_us: clock.now_us(),
@@ -157,6 +161,17 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     }
     drop(recorder);
     let (mut events, mut history_error) = history.finish();
+    if let Some(e) = &history_error {
+        events.push(Event::Problem {
+            t_us: clock.now_us(),
+            source: "history".into(),
+            detail: format!(
+                "the history could not be written ({e}): the run was stopped there, and what it saw is judged from memory; the file keeps what was written before"
+            ),
+            fatal: true,
+            noted: true,
+        });
+    }
     // A server the harness did not start is left as found, on every way out too: the keys
     // the history says the run created are deleted by name. What that finds is recorded.
     if let Some(url) = state.leave_as_found.take() {
@@ -165,7 +180,10 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
             .clone()
             .unwrap_or_else(|| resolve_layout(&config.scenario.limit, config.limiter.as_ref()).0);
         let after = execute::leave_server_as_found(&url, &layout, &events, &mut state, clock).await;
-        if let Err(e) = crate::history::append_history(&history_path, &after) {
+        // After a failed write the file is given up on: its last line may be torn.
+        if history_error.is_none()
+            && let Err(e) = crate::history::append_history(&history_path, &after)
+        {
             history_error.get_or_insert(e);
         }
         events.extend(after);

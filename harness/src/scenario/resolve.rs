@@ -638,14 +638,8 @@ fn resolve_clock_skew(f: &FaultFile, limit: &Limit, src: &Source<'_>) -> Result<
                         limit.instances
                     ))
             })?,
-        None => {
-            return Err(src
-                .error(
-                    &f.kind,
-                    "a clock-skew fault needs `instance`: the limiter instance whose clock is off",
-                )
-                .with_help("e.g. `instance = 1` with `[limit] instances = 2`"));
-        }
+        // As documented: the first (with one instance, the only) limiter instance.
+        None => 0,
     };
     let offset_ms = match &f.offset_ms {
         Some(v) => {

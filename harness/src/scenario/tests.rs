@@ -782,6 +782,28 @@ fn rescaling_the_window_keeps_the_scenarios_shape() {
 }
 
 #[test]
+fn a_clock_skew_without_instance_skews_the_first_as_documented() {
+    use crate::scenario::ClockSkew;
+    let text = edit(
+        MINIMAL,
+        "[check]\ninvariants = [\"ttl-present\"]",
+        "[[fault]]\nkind = \"clock-skew\"\noffset_ms = 2000\n\n[check]\ninvariants = [\"ttl-present\"]",
+    );
+    let skew = parse_ok(&text).faults.iter().find_map(|f| match f {
+        Fault::ClockSkew(c) => Some(*c),
+        _ => None,
+    });
+    assert_eq!(
+        skew,
+        Some(ClockSkew {
+            instance: 0,
+            offset_ms: 2000,
+            drift_ms_per_s: 0.0
+        })
+    );
+}
+
+#[test]
 fn rescaling_the_window_moves_server_faults_and_skewed_clocks_with_it() {
     use crate::scenario::{ClockSkew, ServerAction};
     let with = |lose_writes_ms: u64| {

@@ -26,14 +26,47 @@ pub enum Recorded {
     Flaky(FlakyRecord),
 }
 
-/// Read a cell's baseline file. A file that exists but cannot be read (or is not UTF-8) is
-/// an error naming it, never "no baseline yet".
+/// Read a cell's baseline file. A file that exists but cannot be read (or is not UTF-8), or
+/// is a symbolic link, is an error naming it, never "no baseline yet".
 pub fn read(file: &Path) -> Result<Recorded, String> {
+    if is_symlink(file) {
+        return Err(symlink_error(file));
+    }
     match std::fs::read_to_string(file) {
         Ok(text) => Ok(FlakyRecord::parse(&text).map_or(Recorded::Stable(text), Recorded::Flaky)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Recorded::Missing),
         Err(e) => Err(format!("cannot read the baseline file {}: {e}", file.display())),
     }
+}
+
+fn is_symlink(file: &Path) -> bool {
+    std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+fn symlink_error(file: &Path) -> String {
+    format!(
+        "the baseline file {} is a symbolic link: a baseline is read and written only as plain files (replace the link with the file)",
+        file.display()
+    )
+}
+
+/// Write a cell's baseline file: a new file renamed over the old one, so a symbolic link in
+/// its place is replaced, never written through.
+pub fn write(file: &Path, text: &str) -> Result<(), String> {
+    if is_symlink(file) {
+        return Err(symlink_error(file));
+    }
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = file.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, file))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("cannot write {}: {e}", file.display())
+        })
 }
 
 /// How a cell stands against its baseline.
@@ -276,5 +309,15 @@ mod tests {
         std::fs::write(&file, [0xff, 0xfe, 0x00]).unwrap();
         let err = read(&file).unwrap_err();
         assert!(err.contains("s--l.md"), "{err}");
+        // A link is neither read nor written through.
+        let elsewhere = dir.path().join("elsewhere.md");
+        std::fs::write(&elsewhere, PASS).unwrap();
+        let link = dir.path().join("t--l.md");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        assert!(read(&link).unwrap_err().contains("symbolic link"));
+        assert!(write(&link, "x").unwrap_err().contains("symbolic link"));
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), PASS);
+        write(&file, PASS).unwrap();
+        assert_eq!(read(&file), Ok(Recorded::Stable(PASS.to_owned())));
     }
 }

@@ -563,7 +563,7 @@ fn accept(dir: &Path, records: &[(PathBuf, String)], stale: &[PathBuf]) -> Resul
     std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create the baseline directory", dir, e))?;
     let mut done = Vec::new();
     for (file, text) in records {
-        std::fs::write(file, text).map_err(|e| SetupError::io("cannot write", file, e))?;
+        baseline::write(file, text).map_err(SetupError::Usage)?;
         done.push(format!("wrote {}", file.display()));
     }
     for file in stale {

@@ -37,6 +37,10 @@ pub fn verdict_words(cell: &Cell) -> String {
 
 /// The Markdown summary: the table, then every difference with its evidence.
 pub fn render_summary(report: &CiReport) -> String {
+    crate::report::printable(&summary(report))
+}
+
+fn summary(report: &CiReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## limiter-harness ci: {}\n", report.suite);
     let _ = writeln!(out, "{}\n", headline(report));

@@ -103,7 +103,9 @@ pub(super) fn parse_reply(line: &[u8]) -> Parsed {
     let Some(id) = object.get("id").and_then(serde_json::Value::as_u64) else {
         return Parsed::NotAReply("an object without a readable `id` (a non-negative integer)".into());
     };
-    match serde_json::from_value::<ReplyLine>(value) {
+    // From the bytes, not the value: a JSON object keeps the last of two equal keys, so
+    // `{"allowed": false, "allowed": true}` would be read as an admission.
+    match serde_json::from_slice::<ReplyLine>(line) {
         Ok(reply) => Parsed::Reply(reply),
         Err(e) => Parsed::Malformed { id, why: e.to_string() },
     }
@@ -236,6 +238,21 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_given_twice_is_a_protocol_violation_not_the_last_ones_value() {
+        match parse_reply(br#"{"id": 7, "allowed": false, "allowed": true}"#) {
+            Parsed::Malformed { id, why } => {
+                assert_eq!(id, 7);
+                assert!(why.contains("duplicate field `allowed`"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse_reply(br#"{"id": 7, "allowed": true}"#),
+            Parsed::Reply(_)
+        ));
+    }
 
     async fn lines(input: &[u8], cap: usize, capacity: usize) -> Vec<Line> {
         let mut reader = tokio::io::BufReader::with_capacity(capacity, input);
