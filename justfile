@@ -42,9 +42,9 @@ servers:
 matrix *flags: build
     {{harness}} matrix {{flags}}
 
-# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed).
+# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed). In the release profile: the dependencies `just build` compiled are reused, and the tests drive real servers at tens of thousands of requests per second.
 test: test-deps
-    cargo test --workspace
+    cargo test --workspace --release
 
 # What the tests need beyond Rust, pinned: the Python exec-adapter examples' libraries (redis-py, and `limits`, a real limiter library used unchanged), xmlschema and the JUnit schema (junit-10.xsd, from pytest's source distribution) that the JUnit output is validated against.
 test-deps:
@@ -76,7 +76,7 @@ determinism n="2":
     set -uo pipefail
     passed=0
     for i in $(seq 1 {{n}}); do
-      if CI=true cargo test -q -p limiter-harness-tests --test snapshots >/tmp/limiter-harness-determinism.log 2>&1; then
+      if CI=true cargo test --release -q -p limiter-harness-tests --test snapshots >/tmp/limiter-harness-determinism.log 2>&1; then
         passed=$((passed + 1)); echo "run $i: identical to the reviewed snapshots"
       else
         echo "run $i: DIFFERENT"
@@ -86,7 +86,7 @@ determinism n="2":
     echo "$passed/{{n}} runs identical"
     [ "$passed" = "{{n}}" ]
 
-# The request driver against redis-benchmark -t incr on the same server, same connections: both figures and the ratio.
+# The request driver against redis-benchmark sending the same command (the limiter's EVALSHA, key and arguments) on the same server and connections: both figures and the ratio.
 bench *flags: build
     {{harness}} bench {{flags}}
 

@@ -15,7 +15,8 @@ use limiter_harness::limiter::builtin;
 use limiter_harness::runner::{self, RunConfig};
 use limiter_harness::scenario::{Scenario, parse_scenario};
 use limiter_harness_tests::{Kind, TestServer, backend, scenario};
-use testcontainers::bollard::query_parameters::ListContainersOptionsBuilder;
+use testcontainers::bollard::models::ContainerCreateBody;
+use testcontainers::bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 
 async fn containers_of_run(run_id: &str) -> usize {
     let docker = testcontainers::core::client::docker_client_instance().await.unwrap();
@@ -89,8 +90,9 @@ async fn servers_listen_on_loopback_only_with_protected_mode() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clean_removes_leftover_containers_and_processes() {
+    // Long: one leftover of each kind and a user's own container, then one `clean` over all.
     // The run id names its owner's pid; this one names no live process: a crashed run.
-    let run_id = format!("999999999-leftover-{}", std::process::id());
+    let run_id = format!("999999999-{:x}", std::process::id());
     let Some(containers) = backend(Kind::Container).await else {
         return;
     };
@@ -115,12 +117,42 @@ async fn clean_removes_leftover_containers_and_processes() {
             .parse()
             .unwrap()
     };
+    // A container a user made from the harness's image: it inherits the image's label, and
+    // even a run label set by hand (of a dead owner) names no run this user recorded.
+    let image = container
+        .describe()
+        .rsplit_once('(')
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .expect("describe names the image")
+        .to_owned();
+    let users_run = format!("999999998-{:x}", std::process::id());
+    let docker = testcontainers::core::client::docker_client_instance().await.unwrap();
+    let users = docker
+        .create_container(
+            None,
+            ContainerCreateBody {
+                image: Some(image),
+                cmd: Some(vec!["redis-server".into()]),
+                labels: Some(HashMap::from([(LABEL_RUN.to_owned(), users_run.clone())])),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     // A crashed run: nothing stops these servers.
     std::mem::forget(container);
     std::mem::forget(process);
     assert_eq!(containers_of_run(&run_id).await, 1);
 
     let summary = clean(false).await;
+    let users_left = containers_of_run(&users_run).await;
+    let _ = docker
+        .remove_container(
+            &users.id,
+            Some(RemoveContainerOptionsBuilder::new().force(true).build()),
+        )
+        .await;
+    assert_eq!(users_left, 1, "clean removed a container the user made: {summary:?}");
     assert!(!summary.containers_removed.is_empty(), "{summary:?}");
     assert!(summary.processes_killed.contains(&(pid as u32)), "{summary:?}");
     assert_eq!(containers_of_run(&run_id).await, 0);
@@ -290,7 +322,8 @@ async fn a_setup_that_fails_half_way_leaves_nothing_behind() {
     };
     let mut conn = server.conn().await;
     let dir = tempfile::tempdir().unwrap();
-    let setup = "[[setup]]\nkind = \"commands\"\nidentity = 0\ncommands = [\"SET {key} 99\", \"NOSUCHCOMMAND {key}\"]";
+    // INCR of a value that is no integer fails on the server, after the SET wrote it.
+    let setup = "[[setup]]\nkind = \"commands\"\nidentity = 0\ncommands = [\"SET {key} abc\", \"INCR {key}\"]";
     let outcome = runner::run(url_run(quiet_scenario(setup), &server.url, dir.path(), true)).await;
     let Err(SetupError::LimiterPrepare { reason, .. }) = outcome else {
         panic!("expected the setup's error, got {outcome:?}")
@@ -533,5 +566,58 @@ async fn a_sample_reads_every_layout_key_once_and_nothing_else() {
             }
         }
     }
+    server.stop().await;
+}
+
+/// On a user's server a [[setup]] may touch only the run's own keys, with or without
+/// --allow-reconfigure: FLUSHALL, a keyless command or another key is refused before anything
+/// is sent, naming the command and what is allowed; the user's keys, in every database, stay.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_setup_on_a_users_server_touches_only_the_runs_own_keys() {
+    let Some(server) = TestServer::start(Kind::Process).await else {
+        return;
+    };
+    let mut conn = server.conn().await;
+    for db in [0, 3] {
+        let () = redis::cmd("SELECT").arg(db).query_async(&mut conn).await.unwrap();
+        let () = redis::cmd("SET")
+            .arg("users:key")
+            .arg(db)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let () = redis::cmd("SELECT").arg(0).query_async(&mut conn).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (command, why) in [
+        ("FLUSHALL", "FLUSHALL acts on the whole server"),
+        ("DEL users:key", "it names `users:key`"),
+        ("SET other:x 1", "it names `other:x`"),
+        ("PING", "names no key"),
+        ("EVAL \\\"return 1\\\" 0", "EVAL acts on the whole server"),
+    ] {
+        for allow in [false, true] {
+            let setup =
+                format!("[[setup]]\nkind = \"commands\"\nidentity = 0\ncommands = [\"SET {{key}} 99\", \"{command}\"]");
+            let outcome = runner::run(url_run(quiet_scenario(&setup), &server.url, dir.path(), allow)).await;
+            match outcome {
+                // Without the flag a setup on a user's server is refused as a whole, as before.
+                Err(SetupError::UrlRefused { reasons, .. }) if !allow => {
+                    assert!(reasons.contains("[[setup]]"), "{reasons}");
+                }
+                // With it, each command is checked before any is sent.
+                Err(SetupError::Usage(message)) if allow => {
+                    assert!(
+                        message.contains(why) && message.contains("only the run's own keys"),
+                        "{message}"
+                    );
+                }
+                other => panic!("{command} (allow {allow}): expected a refusal, got {other:?}"),
+            }
+            assert_eq!(keys(&mut conn, "*").await, ["users:key"], "{command}: nothing was sent");
+        }
+    }
+    let () = redis::cmd("SELECT").arg(3).query_async(&mut conn).await.unwrap();
+    assert_eq!(keys(&mut conn, "*").await, ["users:key"]);
     server.stop().await;
 }

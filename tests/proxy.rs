@@ -494,3 +494,86 @@ async fn a_client_that_never_reads_its_replies_is_closed_not_grown() {
     proxy.stop().await;
     server.stop().await;
 }
+
+/// A client that pipelines without end (1,000 GETs a round trip, replies read) fills the
+/// wire log up to its cap and no further: each line shows at most 32 commands and counts the
+/// rest, the cut is recorded once, and after it only a key outside the layout not shown yet
+/// gets a line.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_wire_log_is_cut_at_its_cap_and_a_long_pipeline_is_counted_not_listed() {
+    // Long: the proxy's hook assembled by hand, a client's flood, then what the log kept.
+    use limiter_harness::clock::RunClock;
+    use limiter_harness::history::{Event, Recorder};
+    use limiter_harness::keys::KeyLayout;
+    use limiter_harness::nemesis::Nemesis;
+    use limiter_harness::proxy::{InFlight, NemesisHook, WireLog};
+
+    let Some(server) = TestServer::start(Kind::Process).await else {
+        return;
+    };
+    let s = scenario("steady-control");
+    let (recorder, history) = Recorder::in_memory();
+    let clock = RunClock::start();
+    let inflight = Arc::new(InFlight::new());
+    inflight.set_layout(KeyLayout::default_for("rl:", 2));
+    let cap = 256 * 1024;
+    let hook = Arc::new(NemesisHook {
+        nemesis: Arc::new(Nemesis::new(&s, server.conn().await, recorder.clone(), clock)),
+        inflight,
+        recorder: recorder.clone(),
+        clock,
+        wire: WireLog::new(cap),
+    });
+    let proxy = Proxy::start(&server.url, hook).await.unwrap();
+    let mut conn = client(&proxy.url()).await;
+    for round in 0..200 {
+        let mut pipe = redis::pipe();
+        for _ in 0..1000 {
+            pipe.cmd("GET").arg("lh-wire:a");
+        }
+        if round == 150 {
+            // After the cut: a key the log has not shown yet still gets its line.
+            pipe.cmd("GET").arg("lh-wire:late");
+        }
+        let _: Vec<Option<String>> = pipe.query_async(&mut conn).await.unwrap();
+    }
+    proxy.stop().await;
+    drop(recorder);
+    let (events, _) = history.finish();
+    let lines: Vec<&Vec<String>> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Wire { commands, .. } => Some(commands),
+            _ => None,
+        })
+        .collect();
+    let cuts: Vec<&String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Problem { detail, .. } if detail.contains("wire log reached its cap") => Some(detail),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cuts.len(), 1, "the cut is recorded once: {cuts:?}");
+    assert!(
+        lines.iter().all(|c| c.len() <= 33),
+        "at most 32 commands and a count per line"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|c| c.last().is_some_and(|l| l.ends_with("more commands"))),
+        "a long pipeline's rest is counted"
+    );
+    let text: usize = lines.iter().flat_map(|c| c.iter()).map(|c| c.len() + 40).sum();
+    assert!(text <= cap, "{text} bytes of wire lines against a cap of {cap}");
+    assert!(
+        lines.len() < 200,
+        "the log stopped before the client did: {} lines",
+        lines.len()
+    );
+    let late = events
+        .iter()
+        .any(|e| matches!(e, Event::Wire { keys, .. } if keys.iter().any(|k| k == "lh-wire:late")));
+    assert!(late, "a new key outside the layout after the cut has its line");
+}

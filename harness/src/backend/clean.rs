@@ -1,5 +1,5 @@
 //! `limiter-harness clean`: remove what crashed or killed runs left behind — containers
-//! labelled [`super::LABEL`], server processes (`redis-server`, `valkey-server`) named in
+//! of runs this user recorded (see [`record_container`]), server processes (`redis-server`, `valkey-server`) named in
 //! the pid directory, adapter processes (found by the run id in their environment, even if
 //! they left their process group), the runs' temp directories — and put back the settings a killed
 //! `--allow-reconfigure` run changed on a server it did not start (saved before the change).
@@ -287,25 +287,106 @@ async fn clean_containers(all: bool, summary: &mut CleanSummary) {
             return;
         }
     };
+    let recorded = recorded_runs();
+    // A record whose run is over and has no container left (removed by its own run, whose
+    // record stayed when it was killed at the wrong moment) is dropped.
+    let listed: std::collections::HashSet<String> = containers
+        .iter()
+        .filter_map(|c| c.labels.as_ref()?.get(LABEL_RUN).cloned())
+        .collect();
+    for run in recorded.iter().filter(|r| !listed.contains(*r) && !owner_alive(r)) {
+        forget_run_containers(run);
+    }
     for container in containers {
         let Some(id) = container.id else { continue };
-        let run = container
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(LABEL_RUN))
-            .cloned()
-            .unwrap_or_default();
+        let labels = container.labels.unwrap_or_default();
+        let run = labels.get(LABEL_RUN).cloned().unwrap_or_default();
+        // Only a server the harness started, for a run this user recorded: a container
+        // someone started from the harness's image inherits its label, but names no
+        // recorded run (and a label set by hand is not a record).
+        if labels.get(LABEL).map(String::as_str) != Some(CONTAINER_LABEL) || !recorded.contains(&run) {
+            continue;
+        }
         if !all && owner_alive(&run) {
             summary.in_use += 1;
             continue;
         }
         let remove = RemoveContainerOptionsBuilder::new().force(true).v(true).build();
         match docker.remove_container(&id, Some(remove)).await {
-            Ok(()) => summary.containers_removed.push(id.chars().take(12).collect()),
+            Ok(()) => {
+                summary.containers_removed.push(id.chars().take(12).collect());
+                forget_run_containers(&run);
+            }
             Err(e) if e.to_string().contains("already in progress") => {}
             Err(e) => summary.problems.push(format!("removing container {id}: {e}")),
         }
     }
+}
+
+/// The value of [`LABEL`] on a server container the harness starts (its image carries
+/// `image`, which every container made from it inherits).
+pub const CONTAINER_LABEL: &str = "server";
+
+/// Private to this user: one empty file per container a run is starting, `<run id>.<port>`.
+fn containers_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("limiter-harness-containers-{}", nix::unistd::geteuid()))
+}
+
+/// Record that `run_id` is starting a container on `port`, before it starts (a run killed
+/// while it starts is still found): `clean` removes only containers of recorded runs.
+pub fn record_container(run_id: &str, port: u16) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = containers_dir();
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    if !owned_by_me(&dir) || std::fs::symlink_metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(std::io::Error::other(format!(
+            "{} is not this user's directory",
+            dir.display()
+        )));
+    }
+    std::fs::write(dir.join(format!("{run_id}.{port}")), b"")
+}
+
+/// The container of `run_id` on `port` is gone: its record too.
+pub fn forget_container(run_id: &str, port: u16) {
+    let _ = std::fs::remove_file(containers_dir().join(format!("{run_id}.{port}")));
+}
+
+/// Every record of `run_id` (`clean` removed its containers).
+fn forget_run_containers(run_id: &str) {
+    let Ok(entries) = std::fs::read_dir(containers_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.rsplit_once('.').is_some_and(|(run, _)| run == run_id) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The run ids this user's runs recorded containers for (files this user owns, in its own
+/// directory).
+fn recorded_runs() -> std::collections::HashSet<String> {
+    let dir = containers_dir();
+    if !owned_by_me(&dir) {
+        return Default::default();
+    }
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Default::default();
+    };
+    entries
+        .flatten()
+        .filter(|e| owned_by_me(&e.path()))
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let (run, port) = name.rsplit_once('.')?;
+            (is_run_id(run) && port.parse::<u16>().is_ok()).then(|| run.to_owned())
+        })
+        .collect()
 }
 
 fn clean_processes(all: bool, summary: &mut CleanSummary) {

@@ -8,6 +8,7 @@ use testcontainers::core::WaitFor;
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
+use super::clean::{CONTAINER_LABEL, forget_container, record_container};
 use super::image::ensure_image;
 use super::{
     Backend, BackendOptions, LABEL, LABEL_RUN, ServerHandle, StartOptions, free_port, server_flag, server_for,
@@ -127,9 +128,13 @@ impl Backend for ContainerBackend {
         // then exits before it is ready, and the next attempt takes another port.
         for _attempt in 0..5 {
             let port = free_port().map_err(&fail)?;
+            // Recorded before it starts: `clean` removes only containers of recorded runs.
+            record_container(run_id, port)
+                .map_err(|e| fail(format!("could not record the container for `clean`: {e}")))?;
             let container = match self.request(role, run_id, port, options).start().await {
                 Ok(container) => container,
                 Err(e) => {
+                    forget_container(run_id, port);
                     last_error = format!("port {port}: {e}");
                     continue;
                 }
@@ -137,12 +142,15 @@ impl Backend for ContainerBackend {
             let url = format!("redis://127.0.0.1:{port}");
             if let Err(e) = wait_ready(&url, Duration::from_secs(10)).await {
                 let _ = container.rm().await;
+                forget_container(run_id, port);
                 return Err(fail(e));
             }
             return Ok(Box::new(ContainerHandle {
                 container,
                 url,
                 image: self.image(),
+                run_id: run_id.to_owned(),
+                port,
             }));
         }
         Err(fail(last_error))
@@ -172,7 +180,7 @@ impl ContainerBackend {
             .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
             .with_network("host")
             .with_cmd(cmd)
-            .with_label(LABEL, "server")
+            .with_label(LABEL, CONTAINER_LABEL)
             .with_label(LABEL_RUN, run_id)
             .with_label("limiter-harness.role", role_name(role))
             .with_startup_timeout(Duration::from_secs(30))
@@ -191,6 +199,8 @@ struct ContainerHandle {
     container: ContainerAsync<GenericImage>,
     url: String,
     image: String,
+    run_id: String,
+    port: u16,
 }
 
 #[async_trait]
@@ -205,7 +215,9 @@ impl ServerHandle for ContainerHandle {
     }
 
     async fn stop(self: Box<Self>) -> Result<(), String> {
-        self.container.rm().await.map_err(|e| e.to_string())
+        self.container.rm().await.map_err(|e| e.to_string())?;
+        forget_container(&self.run_id, self.port);
+        Ok(())
     }
 
     /// `docker stop -t 0`: SIGKILL at once, as a crash. The container's filesystem, and so an

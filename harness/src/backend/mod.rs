@@ -28,7 +28,8 @@ use crate::error::SetupError;
 use crate::history::ServerRole;
 use crate::servers::{LocalServer, resolve_server};
 
-/// Label on every container the harness starts; `clean` removes what carries it.
+/// Label on the harness's image (`image`) and on every container it starts (`server`);
+/// `clean` removes a container only when it also names a run this user recorded.
 pub const LABEL: &str = "limiter-harness";
 /// Label naming the run a container belongs to.
 pub const LABEL_RUN: &str = "limiter-harness.run";

@@ -47,7 +47,10 @@ pub fn errors_surfaced(input: &CheckInput<'_>) -> CheckResult {
         // no further such command; otherwise it is not judged.
         let mut struck_by = h.in_flight(request.identity, fault.t_us);
         if !struck_by.iter().any(|r| r.id == id) {
-            struck_by = vec![request];
+            // The proxy put the command down to a request whose completion the history holds
+            // a moment before the strike (recorded before the proxy forgot it, while the next
+            // request already sent its command): the error went to it or to one in flight then.
+            struck_by.push(request);
         }
         if struck_by.len() > 1 {
             if struck_by.iter().any(|r| !decided(r) || sent_again(r)) {

@@ -1603,6 +1603,22 @@ fn an_error_struck_while_another_request_was_in_flight_is_judged_on_both() {
     assert_eq!(anomaly.requests, [1, 2]);
 }
 
+/// The proxy puts the younger's INCR down to the older, whose completion was recorded a moment
+/// before (the proxy forgets a request only after that): the history shows the older finished
+/// when the error struck. Not a swallowed error while the younger, in flight then, reported
+/// one (seen on `incr-then-expire` in a one-identity burst on a loaded machine).
+#[test]
+fn an_error_put_down_to_a_request_just_finished_is_judged_with_those_in_flight() {
+    let result = HistoryBuilder::new()
+        .allowed(1, 0, 0, 3, 1)
+        .request(2, 0, 2, 8, Outcome::Error, None, &["INCR"])
+        .wire(4, 1, &["INCR rl:0"])
+        .command_fault(4, FaultKind::InjectError, 1, "INCR")
+        .check_one(ErrorsSurfaced);
+    assert!(result.anomalies.is_empty(), "{result:#?}");
+    assert_summary_has(&result, "1 not judged");
+}
+
 #[test]
 fn a_surfaced_error_is_valid_and_no_injection_is_unknown() {
     let surfaced = HistoryBuilder::new()

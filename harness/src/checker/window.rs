@@ -118,20 +118,118 @@ pub(super) fn over_window(history: &HistoryIndex, max: u64) -> Vec<Anomaly> {
 /// The requests between two notified ends of a key, cut where a counter began anew: a request
 /// that counted lower than one that had finished before it was sent. An expiry a loaded
 /// machine notified late must not join two counters into one window.
+///
+/// One sweep in invocation order (`requests` come sorted so): the current counter's requests
+/// wait in a heap by completion until one is sent after they finished, then only the highest
+/// count among the finished is kept — O(n log n) for a burst of 200,000 on one key.
 fn split_at_drops<'a>(requests: &[&'a Request]) -> Vec<Vec<&'a Request>> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
     let mut counters: Vec<Vec<&Request>> = vec![Vec::new()];
+    // The current counter's counted requests not yet finished before the sweep's point, and
+    // the highest count among those that have.
+    let mut pending: BinaryHeap<Reverse<(u64, i64)>> = BinaryHeap::new();
+    let mut finished_max: Option<i64> = None;
     for &r in requests {
-        let current = counters.last_mut().expect("never empty");
-        let dropped = r.count.is_some_and(|n| {
-            current
-                .iter()
-                .any(|q| q.end_us() < r.invoke_us && q.count.is_some_and(|m| m > n))
-        });
+        while let Some(&Reverse((end_us, count))) = pending.peek() {
+            if end_us >= r.invoke_us {
+                break;
+            }
+            pending.pop();
+            finished_max = finished_max.max(Some(count));
+        }
+        let dropped = r.count.is_some_and(|n| finished_max.is_some_and(|m| m > n));
         if dropped {
             counters.push(vec![r]);
+            pending.clear();
+            finished_max = None;
         } else {
-            current.push(r);
+            counters.last_mut().expect("never empty").push(r);
+        }
+        if let Some(n) = r.count {
+            pending.push(Reverse((r.end_us(), n)));
         }
     }
     counters
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(id: u64, invoke_us: u64, complete_us: u64, count: Option<i64>) -> Request {
+        Request {
+            id,
+            identity: 0,
+            ordinal: id + 1,
+            harness_key: "rl:0".into(),
+            keys: vec!["rl:0".into()],
+            other_keys: vec![],
+            phase: 0,
+            instance: 0,
+            invoke_us,
+            complete_us: Some(complete_us),
+            outcome: Some(crate::history::Outcome::Allowed),
+            count,
+            trips: vec![],
+            error: None,
+        }
+    }
+
+    /// The rule as first written: a request starts a new counter when it counted lower than
+    /// one of the current counter's requests that had finished before it was sent.
+    fn brute(requests: &[&Request]) -> Vec<Vec<u64>> {
+        let mut counters: Vec<Vec<&Request>> = vec![Vec::new()];
+        for &r in requests {
+            let current = counters.last_mut().unwrap();
+            let dropped = r.count.is_some_and(|n| {
+                current
+                    .iter()
+                    .any(|q| q.end_us() < r.invoke_us && q.count.is_some_and(|m| m > n))
+            });
+            if dropped {
+                counters.push(vec![r]);
+            } else {
+                current.push(r);
+            }
+        }
+        counters.iter().map(|c| c.iter().map(|r| r.id).collect()).collect()
+    }
+
+    #[test]
+    fn the_sweep_splits_as_the_rule_says() {
+        let mut seed = 7u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for _ in 0..300 {
+            let len = next(40) as usize;
+            let mut t = 0;
+            let requests: Vec<Request> = (0..len as u64)
+                .map(|id| {
+                    t += next(5);
+                    let count = (next(6) > 0).then(|| next(8) as i64);
+                    req(id, t, t + next(12), count)
+                })
+                .collect();
+            let refs: Vec<&Request> = requests.iter().collect();
+            let swept: Vec<Vec<u64>> = split_at_drops(&refs)
+                .iter()
+                .map(|c| c.iter().map(|r| r.id).collect())
+                .collect();
+            assert_eq!(swept, brute(&refs));
+        }
+    }
+
+    #[test]
+    fn a_burst_of_200000_on_one_key_is_split_in_one_sweep() {
+        let requests: Vec<Request> = (0..200_000u64)
+            .map(|i| req(i, i * 5, i * 5 + 400, Some((i % 50_000) as i64 + 1)))
+            .collect();
+        let refs: Vec<&Request> = requests.iter().collect();
+        let counters = split_at_drops(&refs);
+        assert_eq!(counters.len(), 4, "the count dropped three times");
+        assert_eq!(counters.iter().map(Vec::len).sum::<usize>(), 200_000);
+    }
 }

@@ -49,8 +49,8 @@ pub enum Command {
     /// `server list` shows what is known, installed and local; runs take `--server NAME`.
     #[command(subcommand)]
     Server(ServerCommand),
-    /// Measure the request driver against `redis-benchmark -t incr` on the same server
-    /// (`--proxy`: the fault proxy's cost, direct versus proxied).
+    /// Measure the request driver against `redis-benchmark` sending the limiter's own command
+    /// on the same server (`--proxy`: the fault proxy's cost, direct versus proxied).
     Bench(BenchArgs),
     /// Audit a server in production, read-only: limiter keys without TTL, TTLs above a
     /// bound, and the eviction risk (exit 0 nothing found, 1 found, 2 partial or nothing matched, 3 setup).

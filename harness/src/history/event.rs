@@ -161,6 +161,12 @@ pub enum Event {
         #[serde(default)]
         t_back_us: u64,
     },
+    /// What the harness process itself used, at the run's end.
+    Resources {
+        t_us: u64,
+        /// Its peak resident memory (`VmHWM`) so far.
+        resident_peak_bytes: u64,
+    },
     /// Something stopped the harness from seeing or doing what it needed.
     Problem {
         t_us: u64,

@@ -402,7 +402,8 @@ impl HistoryIndex {
             | Event::Limiter { .. }
             | Event::Server { .. }
             | Event::Stats { .. }
-            | Event::Foreign { .. } => {}
+            | Event::Foreign { .. }
+            | Event::Resources { .. } => {}
         }
     }
 

@@ -1,11 +1,13 @@
 //! The proxy's hook for a run: the nemesis's rules, at command boundaries, for requests
-//! found through [`InFlight`]; every round trip goes into the history as a wire record.
+//! found through [`InFlight`]; every round trip goes into the history as a wire record,
+//! up to the wire log's cap ([`WireLog`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::wirelog::{Keep, WireLog, shown};
 use super::{Action, Command, InFlight, ProxyHook};
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
@@ -18,6 +20,7 @@ pub struct NemesisHook {
     pub inflight: Arc<InFlight>,
     pub recorder: Recorder,
     pub clock: RunClock,
+    pub wire: WireLog,
 }
 
 /// A fault on a command queued inside MULTI … EXEC acts as a real server would on the
@@ -85,6 +88,44 @@ fn owners(trip: &[Command], inflight: &InFlight) -> Vec<Option<u32>> {
     owners
 }
 
+impl NemesisHook {
+    /// The wire line of the commands at `positions`, if the wire log keeps it; the log's cut
+    /// is recorded once, as a noted problem.
+    fn record_wire(&self, conn: u64, request: Option<u64>, positions: &[usize], trip: &[Command], part: &TripSummary) {
+        let commands = shown(positions.iter().map(|&i| &trip[i]));
+        let foreign: Vec<String> = part
+            .keys
+            .iter()
+            .filter(|k| self.inflight.identity_of(k.as_bytes()).is_none())
+            .cloned()
+            .collect();
+        let t_us = self.clock.now_us();
+        let keep = self.wire.keep(&commands, &foreign);
+        if matches!(keep, Keep::Cut | Keep::LineAndCut) {
+            self.recorder.record(Event::Problem {
+                t_us,
+                source: "fault-proxy".into(),
+                detail: format!(
+                    "the wire log reached its cap of {} MiB of commands at {:.3} s: later round trips are not recorded as `wire` lines (but the first naming each key outside the layout); no verdict rests on them",
+                    self.wire.limit() >> 20,
+                    t_us as f64 / 1e6
+                ),
+                fatal: false,
+                noted: true,
+            });
+        }
+        if matches!(keep, Keep::Line | Keep::LineAndCut) {
+            self.recorder.record(Event::Wire {
+                t_us,
+                conn,
+                request,
+                commands,
+                keys: part.keys.clone(),
+            });
+        }
+    }
+}
+
 #[async_trait]
 impl ProxyHook for NemesisHook {
     async fn before_forward(&self, conn: u64, trip: &[Command]) -> Vec<Action> {
@@ -102,13 +143,7 @@ impl ProxyHook for NemesisHook {
             let positions: Vec<usize> = (0..trip.len()).filter(|&i| owners[i] == identity).collect();
             let part = TripSummary::of_commands(positions.iter().map(|&i| &trip[i]));
             let found = identity.and_then(|id| self.inflight.trip(id, &part));
-            self.recorder.record(Event::Wire {
-                t_us: self.clock.now_us(),
-                conn,
-                request: found.as_ref().map(|f| f.ctx.id),
-                commands: positions.iter().map(|&i| trip[i].display()).collect(),
-                keys: part.keys.clone(),
-            });
+            self.record_wire(conn, found.as_ref().map(|f| f.ctx.id), &positions, trip, &part);
             let Some(found) = found else { continue };
             let (ctx, number) = (&found.ctx, found.number);
             if number > 1 {

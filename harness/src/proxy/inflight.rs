@@ -14,13 +14,20 @@ use crate::keys::KeyLayout;
 use crate::nemesis::Hold;
 use crate::trip::{RequestCtx, TripSummary, keys_at_gap, remember_keys};
 
+/// The round trips of one request the history lists by name; a limiter (or an adapter gone
+/// wrong) that sends commands without end in one request has the rest counted.
+const TRIPS_SHOWN_MAX: usize = 64;
+
 #[derive(Debug)]
 struct Entry {
     ctx: RequestCtx,
     /// The limiter has answered it (an adapter's reply was read): later round trips are
     /// another request's, though its completion may not be recorded yet.
     answered: bool,
+    /// The first [`TRIPS_SHOWN_MAX`] round trips' labels.
     trips: Vec<String>,
+    /// How many round trips it made, shown or not.
+    trips_made: usize,
     /// Every key the request's commands named, in order of first appearance.
     keys: Vec<String>,
     holds: Vec<Hold>,
@@ -79,6 +86,7 @@ impl InFlight {
                 ctx: ctx.clone(),
                 answered: false,
                 trips: Vec::new(),
+                trips_made: 0,
                 keys: Vec::new(),
                 holds: Vec::new(),
             });
@@ -93,7 +101,11 @@ impl InFlight {
         let Some(pos) = entries.iter().position(|e| e.ctx.id == ctx.id) else {
             return Ended::default();
         };
-        let entry = entries.remove(pos);
+        let mut entry = entries.remove(pos);
+        if entry.trips_made > entry.trips.len() {
+            let more = entry.trips_made - entry.trips.len();
+            entry.trips.push(format!("… {more} more round trips"));
+        }
         Ended {
             trips: entry.trips,
             keys: entry.keys,
@@ -130,11 +142,14 @@ impl InFlight {
         let at = entries.iter().position(|e| !e.answered).unwrap_or(0);
         let entry = entries.get_mut(at)?;
         let keys = keys_at_gap(layout, identity, &entry.keys, trip);
-        entry.trips.push(trip.label());
+        entry.trips_made += 1;
+        if entry.trips.len() < TRIPS_SHOWN_MAX {
+            entry.trips.push(trip.label());
+        }
         remember_keys(&mut entry.keys, trip.keys.iter().cloned());
         Some(Found {
             ctx: entry.ctx.clone(),
-            number: entry.trips.len(),
+            number: entry.trips_made,
             keys,
         })
     }
@@ -216,6 +231,21 @@ mod tests {
             Some((2, 1))
         );
         assert!(f.end(&ctx(9, 1)).trips.is_empty());
+    }
+
+    #[test]
+    fn a_request_of_endless_round_trips_lists_the_first_and_counts_the_rest() {
+        let f = InFlight::new();
+        f.set_layout(KeyLayout::default_for("rl:", 1));
+        f.begin(&ctx(1, 0));
+        let mut last = 0;
+        for _ in 0..1000 {
+            last = f.trip(0, &trip("GET", &["rl:0"])).unwrap().number;
+        }
+        assert_eq!(last, 1000, "every trip is numbered");
+        let trips = f.end(&ctx(1, 0)).trips;
+        assert_eq!(trips.len(), TRIPS_SHOWN_MAX + 1);
+        assert_eq!(trips.last().unwrap(), "… 936 more round trips");
     }
 
     #[test]

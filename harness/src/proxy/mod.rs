@@ -19,6 +19,7 @@ mod budget;
 mod conn;
 mod faults;
 mod inflight;
+mod wirelog;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,6 +36,7 @@ pub use budget::DEFAULT_BUDGET;
 pub use faults::NemesisHook;
 pub use inflight::InFlight;
 pub use resp::Command;
+pub use wirelog::{WIRE_LOG_MAX, WireLog};
 
 /// What the proxy does with one command of a round trip.
 #[derive(Debug, Clone, PartialEq, Eq)]

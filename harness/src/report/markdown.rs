@@ -209,6 +209,13 @@ fn observed(out: &mut String, r: &Report) {
         let _ = writeln!(out, "- cache server: {evicted} key(s) evicted");
     }
     let _ = writeln!(out, "- wall time: {} ms; servers: {}", o.wall_ms, o.servers.join(", "));
+    if let Some(peak) = o.resident_peak_bytes {
+        let _ = writeln!(
+            out,
+            "- harness peak resident memory: {:.1} MiB (the process's, so far)",
+            peak as f64 / (1024.0 * 1024.0)
+        );
+    }
     if let Some(proxy) = &o.proxy {
         let _ = writeln!(out, "- {proxy}");
     }

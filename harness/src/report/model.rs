@@ -122,6 +122,10 @@ pub struct Observed {
     pub cache_writes_failed: u64,
     /// Where the servers ran (container ids, ports).
     pub servers: Vec<String>,
+    /// The harness process's peak resident memory (VmHWM) when the run ended: the whole
+    /// process's so far, so in a matrix or `ci` the largest of the runs before it too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resident_peak_bytes: Option<u64>,
     /// How the limiter's traffic reached the server, when through the fault proxy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<String>,

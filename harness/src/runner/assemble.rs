@@ -319,6 +319,7 @@ fn observed(facts: &RunFacts, limiter: &LimiterFacts, index: &HistoryIndex, inva
         cache_writes_ok: ok,
         cache_writes_failed: failed,
         servers: facts.servers.values().map(|s| s.at.clone()).collect(),
+        resident_peak_bytes: facts.resident_peak_bytes,
         proxy: limiter.proxy.clone(),
         wire: wire_traces(index, invariants),
     }

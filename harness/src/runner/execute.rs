@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::RunConfig;
 use super::driver::Driver;
-use super::keys::{plant, resolve_layout};
+use super::keys::{plant, refuse_foreign_setup, resolve_layout};
 use super::progress::Progress;
 use super::setup::{Servers, configure, connect, connect_client, restore, unlink};
 use crate::clock::RunClock;
@@ -23,7 +23,7 @@ use crate::observer::{
     ExpiryWatch, SampleNow, ServerInfo, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info,
     spawn_sampler, subscribe_keyspace,
 };
-use crate::proxy::{InFlight, NemesisHook, Proxy};
+use crate::proxy::{InFlight, NemesisHook, Proxy, WireLog};
 use crate::scenario::{CacheTarget, Fault, PhaseKind};
 use crate::workload::{Schedule, plan};
 
@@ -196,6 +196,10 @@ async fn prepare_state(
             limiter: link.limiter().name().to_owned(),
             reason: e.to_string(),
         })?;
+    if !config.backend.owns_servers() {
+        // A user's server: every [[setup]] command is checked before any is sent.
+        refuse_foreign_setup(&scenario.setup, &scenario.limit, layout, admin).await?;
+    }
     plant(
         &scenario.setup,
         &scenario.limit,
@@ -261,6 +265,7 @@ async fn start_limiter(
             inflight: Arc::clone(&inflight),
             recorder: recorder.clone(),
             clock,
+            wire: WireLog::default(),
         });
         let proxy = Proxy::start(url, hook).await.map_err(|e| SetupError::ServerStart {
             backend: "fault proxy".into(),

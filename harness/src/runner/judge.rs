@@ -32,6 +32,8 @@ pub struct RunFacts {
     pub floods: BTreeMap<String, (u64, u64, Option<String>)>,
     /// The latest time any event names: how long the run lasted.
     pub wall_ms: u64,
+    /// The harness's peak resident memory at the run's end (histories before it: none).
+    pub resident_peak_bytes: Option<u64>,
 }
 
 /// A server's `INFO` counters at one moment: (evicted_keys, expired_keys).
@@ -105,6 +107,9 @@ impl RunFacts {
                     },
                 );
             }
+            Event::Resources {
+                resident_peak_bytes, ..
+            } => self.resident_peak_bytes = Some(*resident_peak_bytes),
             Event::Stats {
                 server,
                 evicted_keys,
@@ -145,7 +150,8 @@ impl RunFacts {
 
 fn event_time(event: &Event) -> Option<u64> {
     match event {
-        Event::Run { .. } => None,
+        // Written after the servers stopped: not part of how long the run lasted.
+        Event::Run { .. } | Event::Resources { .. } => None,
         Event::Sample { t_end_us, .. } | Event::Outage { t_end_us, .. } => Some(*t_end_us),
         Event::Invoke { t_us, .. }
         | Event::Complete { t_us, .. }

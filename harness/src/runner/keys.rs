@@ -108,6 +108,106 @@ pub async fn plant(
     Ok(())
 }
 
+/// Commands no `[[setup]]` may send to a server the harness did not start, whatever keys
+/// they name: they act on the whole server (or on keys a script chooses).
+const SERVER_WIDE: [&str; 26] = [
+    "FLUSHALL",
+    "FLUSHDB",
+    "CONFIG",
+    "SCRIPT",
+    "FUNCTION",
+    "DEBUG",
+    "SHUTDOWN",
+    "SWAPDB",
+    "MOVE",
+    "MIGRATE",
+    "CLIENT",
+    "ACL",
+    "MODULE",
+    "SAVE",
+    "BGSAVE",
+    "BGREWRITEAOF",
+    "REPLICAOF",
+    "SLAVEOF",
+    "FAILOVER",
+    "CLUSTER",
+    "EVAL",
+    "EVALSHA",
+    "EVAL_RO",
+    "EVALSHA_RO",
+    "FCALL",
+    "FCALL_RO",
+];
+
+/// On a server the harness did not start (`--backend url`), with or without
+/// `--allow-reconfigure`, a `[[setup]]` command may touch only the run's own keys: every key
+/// it names (as the server itself says, `COMMAND GETKEYS`) must be its identity's by the
+/// layout. Commands acting on the whole server, keyless commands and commands naming any
+/// other key are refused before anything is sent, naming the command and what is allowed.
+pub async fn refuse_foreign_setup(
+    setups: &[Setup],
+    limit: &Limit,
+    layout: &KeyLayout,
+    admin: &mut MultiplexedConnection,
+) -> Result<(), SetupError> {
+    for setup in setups {
+        let Setup::Commands { identity, commands } = setup else {
+            continue;
+        };
+        let key = limit.key(*identity);
+        for command in commands {
+            let args = filled(command, *identity, &key);
+            if let Err(why) = foreign(&args, *identity, layout, admin).await {
+                return Err(SetupError::Usage(format!(
+                    "[[setup]] for identity {identity}: `{}` is refused on a server the harness did not start: {why}\n  help: there a setup may write only the run's own keys — identity {identity}'s keys by the layout {} (e.g. `SET {key} 99`, `HSET {key} tokens 0`); run it on a server the harness starts (--backend process or container) for anything else",
+                    args.join(" "),
+                    layout.describe()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Why `args` may not be sent to a user's server for `identity`, if it may not.
+async fn foreign(
+    args: &[String],
+    identity: u32,
+    layout: &KeyLayout,
+    admin: &mut MultiplexedConnection,
+) -> Result<(), String> {
+    let name = args.first().map(|a| a.to_ascii_uppercase()).unwrap_or_default();
+    if SERVER_WIDE.contains(&name.as_str()) {
+        return Err(format!("{name} acts on the whole server (or on keys a script picks)"));
+    }
+    let mut getkeys = redis::cmd("COMMAND");
+    getkeys.arg("GETKEYS");
+    for arg in args {
+        getkeys.arg(arg);
+    }
+    let keys: Vec<String> = getkeys
+        .query_async(admin)
+        .await
+        .map_err(|e| format!("the server names no key of it ({e})"))?;
+    if keys.is_empty() {
+        return Err("it names no key".into());
+    }
+    match keys.iter().find(|k| !layout.is_key_of(k, identity)) {
+        Some(other) => Err(format!(
+            "it names `{other}`, which is not one of identity {identity}'s keys"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A `[[setup]]` command with `{key}` and `{identity}` filled in.
+fn filled(command: &[String], identity: u32, key: &str) -> Vec<String> {
+    command
+        .iter()
+        .map(|a| a.replace("{key}", key).replace("{identity}", &identity.to_string()))
+        .collect()
+}
+
 /// `[[setup]] kind = "commands"`: each command with `{key}` and `{identity}` filled in.
 async fn send_commands(
     admin: &mut MultiplexedConnection,
@@ -117,10 +217,7 @@ async fn send_commands(
 ) -> redis::RedisResult<Plant> {
     let mut sent = Vec::new();
     for command in commands {
-        let args: Vec<String> = command
-            .iter()
-            .map(|a| a.replace("{key}", key).replace("{identity}", &identity.to_string()))
-            .collect();
+        let args = filled(command, identity, key);
         let mut cmd = redis::cmd(&args[0]);
         for arg in &args[1..] {
             cmd.arg(arg);

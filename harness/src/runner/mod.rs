@@ -190,6 +190,18 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     }
     let leftovers = servers.stop().await;
     executed?;
+    if let Some(peak) = resident_peak_bytes() {
+        let resources = Event::Resources {
+            t_us: clock.now_us(),
+            resident_peak_bytes: peak,
+        };
+        if history_error.is_none()
+            && let Err(e) = crate::history::append_history(&history_path, std::slice::from_ref(&resources))
+        {
+            history_error.get_or_insert(e);
+        }
+        events.push(resources);
+    }
     let mut judged = judge_history(events).map_err(|e| SetupError::BadHistory {
         path: history_path.clone(),
         reason: e,
@@ -201,6 +213,21 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         leftovers,
         history_error,
     })
+}
+
+/// This process's peak resident memory so far (`VmHWM` in /proc/self/status), if the system
+/// says.
+fn resident_peak_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 /// Judge a saved run again from its `history.jsonl` and rewrite its report (`limiter-harness
