@@ -212,7 +212,7 @@ fn observed(out: &mut String, r: &Report) {
     if let Some(peak) = o.resident_peak_bytes {
         let _ = writeln!(
             out,
-            "- harness peak resident memory: {:.1} MiB (the process's, so far)",
+            "- harness peak resident memory: {:.1} MiB (the process's, at the run's end, before judging)",
             peak as f64 / (1024.0 * 1024.0)
         );
     }
