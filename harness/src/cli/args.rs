@@ -285,14 +285,8 @@ pub struct CiArgs {
     /// [default: the suite's `reruns`, else 2]: runs that disagree make it flaky.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=20))]
     pub reruns: Option<u32>,
-    /// Write JUnit XML here: one testcase per cell, failing when it differs from the baseline.
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    /// Write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).
-    #[arg(long, value_name = "FILE")]
-    pub summary: Option<PathBuf>,
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
+    #[command(flatten)]
+    pub outputs: CiOutputs,
     /// Cells running at once [default: the suite's `jobs`].
     #[arg(long)]
     pub jobs: Option<usize>,
@@ -318,7 +312,14 @@ pub struct MergeArgs {
     /// The shards' report directories (each holding ci.json), or their ci.json files.
     #[arg(required = true, value_name = "DIR")]
     pub reports: Vec<PathBuf>,
-    /// Write JUnit XML here.
+    #[command(flatten)]
+    pub outputs: CiOutputs,
+}
+
+/// Where `ci`'s and `ci merge`'s files for CI systems go, and how the verdict is printed.
+#[derive(Debug, Args)]
+pub struct CiOutputs {
+    /// Write JUnit XML here: one testcase per cell, failing when it differs from the baseline.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
     /// Write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).

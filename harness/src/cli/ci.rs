@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use super::args::{BackendArgs, CiArgs, CiCommand, Format, InitArgs, MergeArgs};
+use super::args::{BackendArgs, CiArgs, CiCommand, CiOutputs, Format, InitArgs, MergeArgs};
 use super::commands::{backend_for, prefer_processes, say};
 use super::exit::ExitCode;
 use crate::error::SetupError;
@@ -61,22 +61,18 @@ fn suite_path(args: &CiArgs) -> Result<PathBuf, SetupError> {
     }
 }
 
-/// Where `ci`'s files for CI systems go.
-struct Outputs {
-    junit: Option<PathBuf>,
-    summary: Option<PathBuf>,
-    format: Format,
-}
-
 pub async fn ci(mut args: CiArgs) -> Result<ExitCode, SetupError> {
     if let Some(CiCommand::Merge(merge_args)) = args.command.take() {
-        return merge(merge_args);
+        return merge(&merge_args);
     }
     let path = suite_path(&args)?;
     let suite = suite::load_suite(&path)?;
     // Files named on the command line are the caller's, relative to where they stand.
     if let Ok(cwd) = std::env::current_dir() {
-        for file in [&mut args.junit, &mut args.summary].into_iter().flatten() {
+        for file in [&mut args.outputs.junit, &mut args.outputs.summary]
+            .into_iter()
+            .flatten()
+        {
             *file = cwd.join(&*file);
         }
     }
@@ -109,17 +105,12 @@ pub async fn ci(mut args: CiArgs) -> Result<ExitCode, SetupError> {
         cancel: crate::signals::token().child_token(),
     };
     let run = suite::run_ci(&suite, backend, &options).await?;
-    let outputs = Outputs {
-        junit: args.junit.clone(),
-        summary: args.summary.clone(),
-        format: args.format,
-    };
-    write_outputs(&outputs, Some(&suite.report_dir), &run.report)?;
+    write_outputs(&args.outputs, Some(&suite.report_dir), &run.report)?;
     Ok(exit(&run.report, args.accept))
 }
 
 /// `ci merge`: the shards' ci.json files as one run.
-fn merge(args: MergeArgs) -> Result<ExitCode, SetupError> {
+fn merge(args: &MergeArgs) -> Result<ExitCode, SetupError> {
     let mut reports = Vec::new();
     for given in &args.reports {
         let file = if given.is_dir() {
@@ -138,12 +129,7 @@ fn merge(args: MergeArgs) -> Result<ExitCode, SetupError> {
         reports.push(report);
     }
     let merged = suite::merge_reports(&reports).map_err(SetupError::Usage)?;
-    let outputs = Outputs {
-        junit: args.junit,
-        summary: args.summary,
-        format: args.format,
-    };
-    write_outputs(&outputs, None, &merged)?;
+    write_outputs(&args.outputs, None, &merged)?;
     Ok(exit(&merged, false))
 }
 
@@ -193,7 +179,7 @@ fn suite_backend(suite: &Suite, choice: Option<crate::backend::BackendChoice>) -
 
 /// The summary and result in the report directory (a `ci` run's), the files CI asked for,
 /// GitHub's step summary, and the result on stdout.
-fn write_outputs(outputs: &Outputs, report_dir: Option<&Path>, report: &CiReport) -> Result<(), SetupError> {
+fn write_outputs(outputs: &CiOutputs, report_dir: Option<&Path>, report: &CiReport) -> Result<(), SetupError> {
     let write = |path: &Path, text: &str| -> Result<(), SetupError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             crate::scratch::create_report_dir(dir)?;

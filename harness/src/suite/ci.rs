@@ -397,24 +397,16 @@ pub(super) fn cell_result(
     let (_, first) = runs[0];
     let file = baseline::baseline_file(dir, &first.scenario, &first.limiter);
     let mut result = CellResult {
-        scenario: first.scenario.clone(),
-        limiter: first.limiter.clone(),
-        standing: Standing::Error,
-        verdict: first.verdict().map_or("error", Verdict::name).to_owned(),
-        words: verdict_words(first),
-        invariants: BTreeMap::new(),
-        changes: Vec::new(),
-        runs: Vec::new(),
         run_count: runs.len(),
-        diff: String::new(),
-        reproduce: None,
-        report: None,
-        broken: Vec::new(),
-        details: String::new(),
-        error: None,
-        skipped: None,
-        baseline_file: file.display().to_string(),
         wall_ms: runs.iter().map(|(_, c)| c.wall_ms).sum(),
+        ..CellResult::new(
+            &first.scenario,
+            &first.limiter,
+            Standing::Error,
+            first.verdict().map_or("error", Verdict::name),
+            verdict_words(first),
+            file.display().to_string(),
+        )
     };
     let recorded = match (&first.outcome, recorded) {
         (Err(e), _) => {
@@ -493,27 +485,17 @@ fn describe_run(result: &mut CellResult, cell: &Cell, runs_dir: &Path) {
 }
 
 fn skipped(suite: &Suite, (scenario, limiter): &(String, String), reason: String) -> CellResult {
+    let file = baseline::baseline_file(&suite.baseline, scenario, limiter);
     CellResult {
-        scenario: scenario.clone(),
-        limiter: limiter.clone(),
-        standing: Standing::Skipped,
-        verdict: "skipped".into(),
-        words: "skipped".into(),
-        invariants: BTreeMap::new(),
-        changes: Vec::new(),
-        runs: Vec::new(),
-        run_count: 0,
-        diff: String::new(),
-        reproduce: None,
-        report: None,
-        broken: Vec::new(),
-        details: String::new(),
-        error: None,
         skipped: Some(reason),
-        baseline_file: baseline::baseline_file(&suite.baseline, scenario, limiter)
-            .display()
-            .to_string(),
-        wall_ms: 0,
+        ..CellResult::new(
+            scenario,
+            limiter,
+            Standing::Skipped,
+            "skipped",
+            "skipped".into(),
+            file.display().to_string(),
+        )
     }
 }
 

@@ -58,6 +58,37 @@ pub struct CellResult {
 }
 
 impl CellResult {
+    /// A cell's result with its standing and verdict, and nothing else found yet.
+    pub fn new(
+        scenario: &str,
+        limiter: &str,
+        standing: Standing,
+        verdict: &str,
+        words: String,
+        baseline_file: String,
+    ) -> Self {
+        Self {
+            scenario: scenario.to_owned(),
+            limiter: limiter.to_owned(),
+            standing,
+            verdict: verdict.to_owned(),
+            words,
+            invariants: BTreeMap::new(),
+            changes: Vec::new(),
+            runs: Vec::new(),
+            run_count: 0,
+            diff: String::new(),
+            reproduce: None,
+            report: None,
+            broken: Vec::new(),
+            details: String::new(),
+            error: None,
+            skipped: None,
+            baseline_file,
+            wall_ms: 0,
+        }
+    }
+
     /// `SCENARIO--LIMITER`: its baseline file's stem, and what `--cells` matches.
     pub fn name(&self) -> String {
         cell_name(&self.scenario, &self.limiter)
