@@ -242,8 +242,8 @@ async fn restore_saved_settings(all: bool, summary: &mut CleanSummary) {
 }
 
 async fn restore_on(saved: &SavedSettings) -> Result<(), String> {
-    let mut conn = crate::runner::connect(&saved.url).await.map_err(|e| e.to_string())?;
-    let failed = crate::runner::restore_settings(&mut conn, &saved.previous).await;
+    let mut conn = super::connect(&saved.url).await.map_err(|e| e.to_string())?;
+    let failed = super::restore(&mut conn, &saved.previous).await;
     if failed.is_empty() {
         Ok(())
     } else {

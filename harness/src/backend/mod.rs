@@ -9,6 +9,7 @@ mod image;
 mod pair;
 mod process;
 mod relay;
+mod settings;
 mod url;
 
 use std::sync::Arc;
@@ -22,6 +23,10 @@ pub use image::{ensure_image, image_name};
 pub use pair::{FailoverPair, wait_link_up};
 pub use process::ProcessBackend;
 pub use relay::socket_addr;
+pub use settings::{
+    HARNESS_CLIENT_NAME, KEYSPACE_FLAGS, RESPONSE_TIMEOUT, SaveSettings, configure, configure_after_restart, connect,
+    connect_client, restore, unlink,
+};
 pub use url::UrlBackend;
 
 use crate::error::SetupError;

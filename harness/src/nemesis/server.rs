@@ -8,10 +8,10 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::{HARNESS_CLIENT_NAME, configure_after_restart, connect};
 use crate::backend::{ServerHandle, socket_addr};
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
-use crate::runner::{HARNESS_CLIENT_NAME, configure_after_restart, connect};
 use redis::aio::MultiplexedConnection;
 
 use crate::scenario::{FailoverConnections, Fault, Persistence, Scenario, ServerAction, ServerConfig, ServerFault};

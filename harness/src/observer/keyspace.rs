@@ -12,9 +12,7 @@ use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
 use crate::keys::KeyLayout;
 
-/// `notify-keyspace-events` flags the harness sets on servers it owns: keyspace channel (K),
-/// generic commands such as DEL and EXPIRE (g), expiry (x) and eviction (e).
-pub const KEYSPACE_FLAGS: &str = "Kgxe";
+pub use crate::backend::KEYSPACE_FLAGS;
 
 /// Whether the server already publishes what the observer needs (for servers it must not
 /// reconfigure).

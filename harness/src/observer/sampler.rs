@@ -207,7 +207,7 @@ pub fn spawn_sampler(
                     // A restarted server: the old connection is gone for good.
                     if (e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error())
                         && let Ok(Ok(fresh)) =
-                            tokio::time::timeout(Duration::from_secs(1), crate::runner::connect(&url)).await
+                            tokio::time::timeout(Duration::from_secs(1), crate::backend::connect(&url)).await
                     {
                         conn = fresh;
                     }

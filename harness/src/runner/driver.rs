@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::progress::Progress;
-use super::setup::connect_client;
+use crate::backend::connect_client;
 use crate::clock::RunClock;
 use crate::history::{Event, Outcome, PhaseEdge, Recorder};
 use crate::keys::KeyLayout;

@@ -13,11 +13,13 @@ mod setup;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use crate::backend::{
+    HARNESS_CLIENT_NAME, RESPONSE_TIMEOUT, configure_after_restart, connect, restore as restore_settings,
+};
 pub use execute::NEEDS_NEWER_SERVER;
 pub use judge::{Judgement, RunFacts, judge_history};
 pub use keys::resolve_layout;
 pub use progress::Progress;
-pub use setup::{HARNESS_CLIENT_NAME, RESPONSE_TIMEOUT, configure_after_restart, connect, restore as restore_settings};
 
 use crate::backend::Backend;
 use crate::clock::RunClock;
