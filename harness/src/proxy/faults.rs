@@ -92,13 +92,16 @@ impl NemesisHook {
     /// The wire line of the commands at `positions`, if the wire log keeps it; the log's cut
     /// is recorded once, as a noted problem.
     fn record_wire(&self, conn: u64, request: Option<u64>, positions: &[usize], trip: &[Command], part: &TripSummary) {
-        let commands = shown(positions.iter().map(|&i| &trip[i]));
         let foreign: Vec<String> = part
             .keys
             .iter()
             .filter(|k| self.inflight.identity_of(k.as_bytes()).is_none())
             .cloned()
             .collect();
+        if foreign.is_empty() && self.wire.is_cut() {
+            return;
+        }
+        let commands = shown(positions.iter().map(|&i| &trip[i]));
         let t_us = self.clock.now_us();
         let keep = self.wire.keep(&commands, &foreign);
         if matches!(keep, Keep::Cut | Keep::LineAndCut) {

@@ -69,10 +69,16 @@ impl WireLog {
         self.limit
     }
 
+    /// The log has been cut: a line naming no key outside the layout is dropped unseen.
+    pub fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::Relaxed)
+    }
+
     /// Whether to record a line of `commands` naming `foreign_keys` (its keys outside the
     /// layout).
     pub fn keep(&self, commands: &[String], foreign_keys: &[String]) -> Keep {
-        let new_foreign = {
+        // A limiter's own keys (the common line) take no lock.
+        let new_foreign = !foreign_keys.is_empty() && {
             let mut seen = self.foreign.lock().expect("wire log lock");
             let mut new = false;
             for key in foreign_keys {
