@@ -297,6 +297,9 @@ async fn clean_containers(all: bool, summary: &mut CleanSummary) {
     for run in recorded.iter().filter(|r| !listed.contains(*r) && !owner_alive(r)) {
         forget_run_containers(run);
     }
+    // A run's records go once every container of it found here is gone.
+    let mut emptied = std::collections::BTreeSet::new();
+    let mut kept = std::collections::BTreeSet::new();
     for container in containers {
         let Some(id) = container.id else { continue };
         let labels = container.labels.unwrap_or_default();
@@ -315,11 +318,18 @@ async fn clean_containers(all: bool, summary: &mut CleanSummary) {
         match docker.remove_container(&id, Some(remove)).await {
             Ok(()) => {
                 summary.containers_removed.push(id.chars().take(12).collect());
-                forget_run_containers(&run);
+                emptied.insert(run);
             }
             Err(e) if e.to_string().contains("already in progress") => {}
-            Err(e) => summary.problems.push(format!("removing container {id}: {e}")),
+            Err(e) => {
+                summary.problems.push(format!("removing container {id}: {e}"));
+                kept.insert(run);
+            }
         }
+    }
+    // A container that could not be removed keeps its run's record, for the next `clean`.
+    for run in emptied.difference(&kept) {
+        forget_run_containers(run);
     }
 }
 

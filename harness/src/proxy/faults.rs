@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::wirelog::{Keep, WireLog, shown};
+use super::wirelog::{KEYS_PER_LINE_MAX, Keep, WireLog, shown};
 use super::{Action, Command, InFlight, ProxyHook};
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
@@ -102,8 +102,9 @@ impl NemesisHook {
             return;
         }
         let commands = shown(positions.iter().map(|&i| &trip[i]));
+        let keys: Vec<String> = part.keys.iter().take(KEYS_PER_LINE_MAX).cloned().collect();
         let t_us = self.clock.now_us();
-        let keep = self.wire.keep(&commands, &foreign);
+        let keep = self.wire.keep(&commands, &keys, &foreign);
         if matches!(keep, Keep::Cut | Keep::LineAndCut) {
             self.recorder.record(Event::Problem {
                 t_us,
@@ -123,7 +124,7 @@ impl NemesisHook {
                 conn,
                 request,
                 commands,
-                keys: part.keys.clone(),
+                keys,
             });
         }
     }

@@ -17,6 +17,9 @@ pub const WIRE_LOG_MAX: usize = 32 * 1024 * 1024;
 /// The commands one wire line shows; the rest of a long pipeline is counted, not listed.
 pub const COMMANDS_PER_LINE_MAX: usize = 32;
 
+/// The keys one wire line names (a pipeline over many keys names the first of them).
+pub const KEYS_PER_LINE_MAX: usize = 64;
+
 /// Keys outside the layout still recorded after the cut (the report lists at most 256).
 const FOREIGN_KEYS_MAX: usize = 256;
 
@@ -74,9 +77,9 @@ impl WireLog {
         self.cut.load(Ordering::Relaxed)
     }
 
-    /// Whether to record a line of `commands` naming `foreign_keys` (its keys outside the
-    /// layout).
-    pub fn keep(&self, commands: &[String], foreign_keys: &[String]) -> Keep {
+    /// Whether to record a line of `commands` naming `keys`, of which `foreign_keys` are
+    /// outside the layout. The line weighs its commands' and its keys' text.
+    pub fn keep(&self, commands: &[String], keys: &[String], foreign_keys: &[String]) -> Keep {
         // A limiter's own keys (the common line) take no lock.
         let new_foreign = !foreign_keys.is_empty() && {
             let mut seen = self.foreign.lock().expect("wire log lock");
@@ -92,7 +95,12 @@ impl WireLog {
         if self.cut.load(Ordering::Relaxed) {
             return if new_foreign { Keep::Line } else { Keep::Drop };
         }
-        let weight = LINE_OVERHEAD + commands.iter().map(|c| COMMAND_OVERHEAD + c.len()).sum::<usize>();
+        let weight = LINE_OVERHEAD
+            + commands
+                .iter()
+                .chain(keys)
+                .map(|text| COMMAND_OVERHEAD + text.len())
+                .sum::<usize>();
         let before = self.used.fetch_add(weight, Ordering::Relaxed);
         if before + weight <= self.limit {
             return Keep::Line;
@@ -130,31 +138,42 @@ mod tests {
     #[test]
     fn the_log_is_cut_once_past_its_limit_and_only_new_foreign_keys_get_a_line_after() {
         let log = WireLog::new(2 * (LINE_OVERHEAD + COMMAND_OVERHEAD + 10));
-        assert_eq!(log.keep(&line("INCR rl:0 "), &[]), Keep::Line);
-        assert_eq!(log.keep(&line("INCR rl:0 "), &[]), Keep::Line);
-        assert_eq!(log.keep(&line("INCR rl:0 "), &[]), Keep::Cut, "the cut, once");
-        assert_eq!(log.keep(&line("INCR rl:0 "), &[]), Keep::Drop);
+        assert_eq!(log.keep(&line("INCR rl:0 "), &[], &[]), Keep::Line);
+        assert_eq!(log.keep(&line("INCR rl:0 "), &[], &[]), Keep::Line);
+        assert_eq!(log.keep(&line("INCR rl:0 "), &[], &[]), Keep::Cut, "the cut, once");
+        assert_eq!(log.keep(&line("INCR rl:0 "), &[], &[]), Keep::Drop);
         assert_eq!(
-            log.keep(&line("GET big"), &["big".into()]),
+            log.keep(&line("GET big"), &["big".into()], &["big".into()]),
             Keep::Line,
             "a key not shown yet"
         );
-        assert_eq!(log.keep(&line("GET big"), &["big".into()]), Keep::Drop);
+        assert_eq!(log.keep(&line("GET big"), &["big".into()], &["big".into()]), Keep::Drop);
     }
 
     #[test]
     fn the_line_that_cuts_the_log_is_kept_when_it_shows_a_new_foreign_key() {
         let log = WireLog::new(0);
-        assert_eq!(log.keep(&line("GET a"), &["a".into()]), Keep::LineAndCut);
-        assert_eq!(log.keep(&line("GET a"), &["a".into()]), Keep::Drop);
+        assert_eq!(log.keep(&line("GET a"), &["a".into()], &["a".into()]), Keep::LineAndCut);
+        assert_eq!(log.keep(&line("GET a"), &["a".into()], &["a".into()]), Keep::Drop);
+    }
+
+    #[test]
+    fn a_line_weighs_its_keys_too() {
+        let log = WireLog::new(LINE_OVERHEAD + 2 * (COMMAND_OVERHEAD + 10));
+        let keys: Vec<String> = (0..10).map(|i| format!("key:{i:05}")).collect();
+        assert_eq!(
+            log.keep(&line("GET x"), &keys, &keys),
+            Keep::LineAndCut,
+            "ten keys do not fit"
+        );
     }
 
     #[test]
     fn foreign_keys_after_the_cut_are_bounded() {
         let log = WireLog::new(0);
-        let _ = log.keep(&line("PING"), &[]);
+        let _ = log.keep(&line("PING"), &[], &[]);
         let kept = (0..1000)
-            .filter(|i| log.keep(&line("GET"), &[format!("k{i}")]) == Keep::Line)
+            .filter(|i| log.keep(&line("GET"), &[format!("k{i}")], &[format!("k{i}")]) == Keep::Line)
             .count();
         assert_eq!(kept, FOREIGN_KEYS_MAX);
     }
