@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::scenario::ScenarioError;
+use crate::scenario::{LoadError, ScenarioError};
 
 /// A setup or usage error: the run could not start (or could not go on) because of
 /// something outside the limiter under test.
@@ -14,14 +14,8 @@ pub enum SetupError {
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
 
-    #[error(
-        "unknown scenario `{name}`: looked for {searched}\n  known scenarios: {known}\n  help: pass a path to a .toml file, or one of the names above"
-    )]
-    UnknownScenario {
-        name: String,
-        searched: String,
-        known: String,
-    },
+    #[error(transparent)]
+    Load(#[from] LoadError),
 
     #[error(
         "unknown limiter `{name}`\n  known limiters: {known}\n  help: `limiter-harness list` shows each one's command sequence"

@@ -2,6 +2,7 @@
 //! lines without a one-line reason at its head; the roles do not import each other in a
 //! cycle; fault kinds are compared as values, not strings; nothing built is committed.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const LINES_MAX: usize = 70;
@@ -100,39 +101,263 @@ fn the_length_rule_sees_long_functions_and_their_reasons() {
     assert!(long_functions_without_reason(Path::new("x.rs"), short).is_empty());
 }
 
-/// Lines of the `harness/src/<module>` sources that import `crate::<other>`.
-fn imports(module: &str, other: &str) -> Vec<String> {
-    let mut files = Vec::new();
-    let dir = root().join("harness/src").join(module);
-    if dir.is_dir() {
-        rust_files(&dir, &mut files);
-    } else {
-        files.push(root().join("harness/src").join(format!("{module}.rs")));
+/// The top-level modules of `harness/src`, floor by floor from the bottom: a module uses only
+/// modules on floors below its own (docs/architecture.md draws the same map). A new module
+/// takes its place here.
+const FLOORS: &[&[&str]] = &[
+    &["clock", "keys", "shell", "signals", "xml"],
+    &["scenario", "trip"],
+    &["error", "workload"],
+    &["history", "scratch", "servers"],
+    &["backend", "checker"],
+    &["nemesis", "observer", "report"],
+    &["audit", "limiter", "proxy"],
+    &["runner"],
+    &["matrix"],
+    &["explore", "suite"],
+    &["cli"],
+];
+
+/// `text` without comments and without its test module (an inline `#[cfg(test)] mod … {`
+/// runs to the end of a file here), so that only what the code uses is read.
+fn code_of(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed == "#[cfg(test)]"
+            && lines
+                .peek()
+                .is_some_and(|l| l.trim_start().starts_with("mod ") && l.ends_with('{'))
+        {
+            break;
+        }
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        out.push_str(line.split(" // ").next().unwrap_or(line));
+        out.push('\n');
     }
-    let needle = format!("use crate::{other}");
+    out
+}
+
+/// The names a path prefix (`crate::`, `super::`) leads to in `code`: `prefix::a::…` gives
+/// `a`, and `prefix::{a::X, b::{Y, Z}, c}` gives `a`, `b` and `c`.
+fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
+    let ident = |s: &str| {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect::<String>()
+    };
+    let mut found = BTreeSet::new();
+    for (at, _) in code.match_indices(prefix) {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let rest = &code[at + prefix.len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let mut item_start = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 1 => item_start = true,
+                    c if c.is_whitespace() => continue,
+                    _ if depth == 1 && item_start => {
+                        item_start = false;
+                        found.insert(ident(&group[i..]));
+                    }
+                    _ => {}
+                }
+                if depth == 0 {
+                    break;
+                }
+            }
+        } else {
+            found.insert(ident(rest));
+        }
+    }
+    found.remove("");
+    found.remove("self");
+    found.remove("super");
+    found
+}
+
+/// The sources of `harness/src` outside test modules, by top-level module: (module, path, code).
+fn module_sources() -> Vec<(String, PathBuf, String)> {
+    let src = root().join("harness/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
     files
-        .iter()
-        .flat_map(|path| {
-            std::fs::read_to_string(path)
-                .unwrap()
-                .lines()
-                .filter(|l| l.trim_start().starts_with(&needle))
-                .map(|l| format!("{}: {}", path.display(), l.trim()))
-                .collect::<Vec<_>>()
+        .into_iter()
+        .filter(|p| !p.ends_with("tests.rs") && !p.ends_with("fixtures.rs"))
+        .filter_map(|path| {
+            let relative = path.strip_prefix(&src).unwrap();
+            let first = relative.components().next()?.as_os_str().to_string_lossy().into_owned();
+            let module = first.trim_end_matches(".rs").to_owned();
+            if module == "lib" || module == "main" {
+                return None;
+            }
+            let code = code_of(&std::fs::read_to_string(&path).unwrap());
+            Some((module, path, code))
         })
         .collect()
 }
 
+/// Imports that do not run down the floors: (file, module, the module it uses).
+fn upward_imports(floors: &[&[&str]], files: &[(String, PathBuf, String)]) -> Vec<String> {
+    let floor_of = |m: &str| floors.iter().position(|f| f.contains(&m));
+    let mut found = Vec::new();
+    for (module, path, code) in files {
+        let Some(own) = floor_of(module) else {
+            found.push(format!(
+                "{}: module `{module}` is on no floor (add it to FLOORS)",
+                path.display()
+            ));
+            continue;
+        };
+        for used in names_after(code, "crate::") {
+            if used == *module {
+                continue;
+            }
+            match floor_of(&used) {
+                Some(floor) if floor < own => {}
+                Some(floor) => found.push(format!(
+                    "{}: `{module}` (floor {}) uses `{used}` (floor {})",
+                    path.display(),
+                    own + 1,
+                    floor + 1
+                )),
+                None => {}
+            }
+        }
+    }
+    found
+}
+
+/// A circle in `edges` (node -> the nodes it uses), as the path that closes it, if any.
+fn circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut found = path[at..].to_vec();
+            found.push(node.to_owned());
+            return Some(found);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_owned());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(found) = visit(next, edges, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|node| visit(node, edges, &mut Vec::new(), &mut done))
+}
+
+/// Per folder of `harness/src`, which of its files use which siblings (`super::NAME`, or
+/// `crate::MODULE::NAME` from a file of MODULE's own folder); `mod.rs` only re-exports.
+fn sibling_edges() -> BTreeMap<PathBuf, BTreeMap<String, BTreeSet<String>>> {
+    let src = root().join("harness/src");
+    let mut folders: BTreeMap<PathBuf, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (_, path, code) in module_sources() {
+        let folder = path.parent().unwrap().to_path_buf();
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if folder == src || stem == "mod" {
+            continue;
+        }
+        let siblings: BTreeSet<String> = std::fs::read_dir(&folder)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir() || p.extension().is_some_and(|x| x == "rs"))
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .filter(|s| s != "mod" && s != "tests" && *s != stem)
+            .collect();
+        let module_path = folder.strip_prefix(&src).unwrap().to_string_lossy().replace('/', "::");
+        let mut used = names_after(&code, "super::");
+        used.extend(names_after(&code, &format!("crate::{module_path}::")));
+        used.retain(|u| siblings.contains(u));
+        folders.entry(folder).or_default().insert(stem, used);
+    }
+    folders
+}
+
 #[test]
-fn the_roles_do_not_import_each_other_in_a_cycle() {
-    // The limiter's Wire consults the nemesis; the nemesis and the proxy speak of requests
-    // and round trips through `trip`, not through the limiter.
-    assert_eq!(imports("nemesis", "limiter"), Vec::<String>::new());
-    assert_eq!(imports("proxy", "limiter"), Vec::<String>::new());
-    assert_eq!(imports("trip", "limiter"), Vec::<String>::new());
-    // What the checkers and reports judge by (the algorithm, the limit) is the scenario's.
-    assert_eq!(imports("checker", "limiter"), Vec::<String>::new());
-    assert_eq!(imports("report", "limiter"), Vec::<String>::new());
+fn no_module_uses_one_on_its_floor_or_above() {
+    let upward = upward_imports(FLOORS, &module_sources());
+    assert!(
+        upward.is_empty(),
+        "a module uses only those below it (move the item down, or the user up):\n{}",
+        upward.join("\n")
+    );
+}
+
+#[test]
+fn no_files_of_a_folder_use_each_other_in_a_circle() {
+    let circles: Vec<String> = sibling_edges()
+        .into_iter()
+        .filter_map(|(folder, edges)| circle(&edges).map(|c| format!("{}: {}", folder.display(), c.join(" -> "))))
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "untie these circles (move what both use into a file below them):\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_import_rules_see_upward_imports_and_circles() {
+    let code = code_of(
+        "use crate::{keys::KeyLayout, history::{Event, Recorder},\n    clock};\n/// [`crate::cli::Exit`]\nfn f() { crate::scenario::load(); } // crate::runner\n#[cfg(test)]\nmod tests {\n    use crate::cli::x;\n}\n",
+    );
+    let used: Vec<String> = names_after(&code, "crate::").into_iter().collect();
+    assert_eq!(used, ["clock", "history", "keys", "scenario"]);
+    let floors: &[&[&str]] = &[&["clock"], &["keys", "history"], &["scenario"], &["runner"]];
+    let file = |m: &str| (m.to_owned(), PathBuf::from(format!("{m}.rs")), code.clone());
+    assert!(upward_imports(floors, &[file("runner")]).is_empty());
+    assert!(
+        upward_imports(floors, &[file("scenario")]).is_empty(),
+        "scenario uses itself and below"
+    );
+    assert_eq!(
+        upward_imports(floors, &[file("keys")]).len(),
+        2,
+        "keys uses history (its floor) and scenario (above)"
+    );
+    assert_eq!(
+        upward_imports(floors, &[file("nowhere")]).len(),
+        1,
+        "a module on no floor"
+    );
+
+    let edges = |pairs: &[(&str, &str)]| {
+        let mut map: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in pairs {
+            map.entry((*a).to_owned()).or_default().insert((*b).to_owned());
+        }
+        map
+    };
+    assert_eq!(circle(&edges(&[("a", "b"), ("b", "c"), ("a", "c")])), None);
+    assert_eq!(
+        circle(&edges(&[("a", "b"), ("b", "c"), ("c", "a")])),
+        Some(vec!["a".to_owned(), "b".to_owned(), "c".to_owned(), "a".to_owned()])
+    );
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! it fails the same way k of k times) and written as a commented scenario under
 //! `scenarios/found/` that `run` reproduces.
 
+mod candidate;
 mod found;
 mod render;
 mod search;
@@ -12,13 +13,12 @@ mod strategy;
 mod summary;
 mod trial;
 
+pub use candidate::{COMMANDS, Candidate, FaultSpec, POLICIES, PhaseSpec, Target};
 pub use found::{Written, found_name, write};
 pub use render::{INVARIANTS, requests, to_scenario, to_toml};
 pub use search::{Exploration, Found, SearchConfig, search, seeded_runner};
 pub use shrink::{ShrinkLimits, Shrunk, reductions, shrink};
-pub use strategy::{
-    COMMANDS, Candidate, FaultSpec, POLICIES, PhaseSpec, Target, Vocabulary, WORST_CASE_MS_MAX, candidates, strata,
-};
+pub use strategy::{Vocabulary, WORST_CASE_MS_MAX, candidates, strata};
 pub use summary::summary;
 pub use trial::{Finding, ServerTrials, TrialResult, Trials};
 

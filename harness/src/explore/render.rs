@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::strategy::{COMMANDS, Candidate, FaultSpec, POLICIES, PhaseSpec, Target};
+use super::candidate::{COMMANDS, Candidate, FaultSpec, POLICIES, PhaseSpec, Target};
 use crate::scenario::{INJECTABLE_ERRORS, Invariant, Scenario, ScenarioError, parse_scenario};
 
 /// Every invariant the explorer judges: all but `no-leaked-keys`, which is about limiters

@@ -10,8 +10,9 @@ use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tokio_util::sync::CancellationToken;
 
+use super::candidate::Candidate;
 use super::shrink::{ShrinkLimits, Shrunk, shrink};
-use super::strategy::{Candidate, Vocabulary, strata};
+use super::strategy::{Vocabulary, strata};
 use super::trial::{Finding, TrialResult, Trials};
 
 /// What the search may do.

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use proptest::strategy::ValueTree;
 
-use super::strategy::{Candidate, PhaseSpec, Target, WORST_CASE_MS_MAX};
+use super::candidate::{Candidate, PhaseSpec, Target};
+use super::strategy::WORST_CASE_MS_MAX;
 use super::trial::{Finding, Trials};
 
 /// How far shrinking went.

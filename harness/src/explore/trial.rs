@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
 
+use super::candidate::Candidate;
 use super::render;
-use super::strategy::Candidate;
 use crate::backend::Backend;
 use crate::checker::Verdict;
 use crate::limiter::Limiter;

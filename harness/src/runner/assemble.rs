@@ -1,6 +1,6 @@
 //! Put the report together from the facts, the index and the verdicts of a history.
 
-use super::judge::RunFacts;
+use super::facts::RunFacts;
 use crate::checker::{CheckResult, Verdict, ms};
 use crate::history::{HistoryIndex, LimiterFacts, Outcome, ServerRole};
 use crate::report::{Counts, FaultSummary, KeysSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};

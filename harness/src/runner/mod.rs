@@ -5,6 +5,7 @@
 mod assemble;
 mod driver;
 mod execute;
+mod facts;
 mod judge;
 mod keys;
 mod progress;
@@ -17,7 +18,8 @@ pub use crate::backend::{
     HARNESS_CLIENT_NAME, RESPONSE_TIMEOUT, configure_after_restart, connect, restore as restore_settings,
 };
 pub use execute::NEEDS_NEWER_SERVER;
-pub use judge::{Judgement, RunFacts, judge_history};
+pub use facts::RunFacts;
+pub use judge::{Judgement, judge_history};
 pub use keys::resolve_layout;
 pub use progress::Progress;
 

@@ -6,7 +6,43 @@ use super::error::ScenarioError;
 use super::file::ScenarioFile;
 use super::model::Scenario;
 use super::resolve::{Source, resolve};
-use crate::error::SetupError;
+
+/// A scenario that cannot be found, read or validated, or a catalog that cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Invalid(#[from] ScenarioError),
+
+    #[error(
+        "unknown scenario `{name}`: looked for {searched}\n  known scenarios: {known}\n  help: pass a path to a .toml file, or one of the names above"
+    )]
+    Unknown {
+        name: String,
+        searched: String,
+        known: String,
+    },
+
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("these files exist and differ from the shipped scenarios: {}\n  help: pass --force to overwrite them", .0.join(", "))]
+    CatalogConflicts(Vec<String>),
+}
+
+impl LoadError {
+    fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            action,
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
 
 /// Parse and validate a scenario from its text; `path` is only used in error messages.
 pub fn parse_scenario(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
@@ -33,8 +69,8 @@ fn hint_for(message: &str) -> Option<&'static str> {
 }
 
 /// Read, parse and validate the scenario file at `path`.
-pub fn load_scenario(path: &Path) -> Result<Scenario, SetupError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SetupError::io("cannot read scenario", path, e))?;
+pub fn load_scenario(path: &Path) -> Result<Scenario, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError::io("cannot read scenario", path, e))?;
     Ok(parse_scenario(path, &text)?)
 }
 
@@ -71,7 +107,7 @@ impl ScenarioRef {
     }
 
     /// Read, parse and validate it.
-    pub fn load(&self) -> Result<Scenario, SetupError> {
+    pub fn load(&self) -> Result<Scenario, LoadError> {
         match self {
             Self::Shipped(name) => {
                 let text = shipped_text(name).ok_or_else(|| unknown_scenario(name))?;
@@ -91,7 +127,7 @@ pub const LOCAL_SCENARIO_DIR: &str = "scenarios";
 /// Resolve a command-line scenario argument: a path to a file; else `./scenarios/NAME.toml`
 /// (saying so on stderr when it shadows a shipped scenario with other content); else the
 /// shipped scenario NAME.
-pub fn find_scenario(arg: &str) -> Result<ScenarioRef, SetupError> {
+pub fn find_scenario(arg: &str) -> Result<ScenarioRef, LoadError> {
     let as_path = PathBuf::from(arg);
     if as_path.is_file() {
         return Ok(ScenarioRef::File(as_path));
@@ -116,14 +152,14 @@ pub fn find_scenario(arg: &str) -> Result<ScenarioRef, SetupError> {
 }
 
 /// Read, parse and validate the scenario a command-line argument names ([`find_scenario`]).
-pub fn open_scenario(arg: &str) -> Result<Scenario, SetupError> {
+pub fn open_scenario(arg: &str) -> Result<Scenario, LoadError> {
     find_scenario(arg)?.load()
 }
 
-fn unknown_scenario(arg: &str) -> SetupError {
+fn unknown_scenario(arg: &str) -> LoadError {
     let name = arg.trim_end_matches(".toml");
     let known: Vec<String> = list_scenarios().into_iter().map(|(n, _)| n).collect();
-    SetupError::UnknownScenario {
+    LoadError::Unknown {
         name: arg.to_owned(),
         searched: format!(
             "the file {arg}, {} and the shipped catalog",
@@ -171,8 +207,8 @@ pub fn list_scenarios() -> Vec<(String, ScenarioRef)> {
 
 /// Write the shipped catalog to `dir` as NAME.toml files, for a team to copy and adapt.
 /// Refuses to overwrite a file that differs unless `force`. Returns the files written.
-pub fn export_catalog(dir: &Path, force: bool) -> Result<Vec<PathBuf>, SetupError> {
-    std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create directory", dir, e))?;
+pub fn export_catalog(dir: &Path, force: bool) -> Result<Vec<PathBuf>, LoadError> {
+    std::fs::create_dir_all(dir).map_err(|e| LoadError::io("cannot create directory", dir, e))?;
     let mut conflicts = Vec::new();
     for (name, text) in catalog::SHIPPED {
         let path = dir.join(format!("{name}.toml"));
@@ -181,15 +217,12 @@ pub fn export_catalog(dir: &Path, force: bool) -> Result<Vec<PathBuf>, SetupErro
         }
     }
     if !conflicts.is_empty() {
-        return Err(SetupError::Usage(format!(
-            "these files exist and differ from the shipped scenarios: {}\n  help: pass --force to overwrite them",
-            conflicts.join(", ")
-        )));
+        return Err(LoadError::CatalogConflicts(conflicts));
     }
     let mut written = Vec::new();
     for (name, text) in catalog::SHIPPED {
         let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, text).map_err(|e| SetupError::io("cannot write scenario", &path, e))?;
+        std::fs::write(&path, text).map_err(|e| LoadError::io("cannot write scenario", &path, e))?;
         written.push(path);
     }
     Ok(written)

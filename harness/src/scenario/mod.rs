@@ -12,8 +12,8 @@ mod ttl;
 pub use adjust::Adjust;
 pub use error::ScenarioError;
 pub use load::{
-    LOCAL_SCENARIO_DIR, ScenarioRef, export_catalog, find_scenario, list_scenarios, load_scenario, open_scenario,
-    parse_scenario, shipped_names, shipped_text, toml_files,
+    LOCAL_SCENARIO_DIR, LoadError, ScenarioRef, export_catalog, find_scenario, list_scenarios, load_scenario,
+    open_scenario, parse_scenario, shipped_names, shipped_text, toml_files,
 };
 pub use model::{
     Algorithm, CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect, FailoverConnections,

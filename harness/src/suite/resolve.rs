@@ -10,7 +10,7 @@ use crate::backend::BackendChoice;
 use crate::error::SetupError;
 use crate::limiter::BUILTIN_NAMES;
 use crate::matrix::glob_match;
-use crate::scenario::{Adjust, Scenario, ScenarioError, ScenarioRef, TtlMax, load_scenario, shipped_names, toml_files};
+use crate::scenario::{Adjust, Scenario, ScenarioError, ScenarioRef, TtlMax, shipped_names, toml_files};
 
 /// The suite file's name, looked for in the current directory and its ancestors.
 pub const SUITE_FILE: &str = "limiter-harness.toml";
@@ -361,10 +361,7 @@ impl Suite {
     pub fn load_scenarios(&self) -> Result<Vec<Scenario>, SetupError> {
         self.scenarios
             .iter()
-            .map(|r| match r {
-                ScenarioRef::File(path) => load_scenario(path),
-                shipped => shipped.load(),
-            })
+            .map(|r| r.load().map_err(SetupError::from))
             .collect()
     }
 }
