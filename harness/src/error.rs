@@ -114,12 +114,12 @@ pub enum SetupError {
     AuditPattern { problem: String },
 
     #[error(
-        "{url} would not answer the audit's INFO and DBSIZE: {reason}\n  help: the audit's user needs SCAN, PTTL, INFO and DBSIZE: ACL SETUSER NAME on >PASSWORD resetkeys %R~* resetchannels -@all +scan +pttl +info +dbsize +ping +config|get (README, \"Auditing a production server\")"
+        "{url} would not answer the audit's INFO and DBSIZE: {reason}\n  help: the audit's user needs SCAN, PTTL, INFO and DBSIZE: ACL SETUSER NAME on >PASSWORD resetkeys %R~* resetchannels -@all +scan +pttl +info +dbsize +ping +config|get (docs/audit.md, \"The ACL it needs\")"
     )]
     AuditRead { url: String, reason: String },
 
     #[error(
-        "{url} refused the audit's user: {reason}\n  help: check the user and password in the URL (percent-encoded); the user needs SCAN, PTTL, INFO and DBSIZE (README, \"Auditing a production server\")"
+        "{url} refused the audit's user: {reason}\n  help: check the user and password in the URL (percent-encoded); the user needs SCAN, PTTL, INFO and DBSIZE (docs/audit.md, \"The ACL it needs\")"
     )]
     AuditAuth { url: String, reason: String },
 

@@ -2,7 +2,7 @@
 //! ACL: the counts it reports, the exit codes, and — watched by MONITOR, the server's own
 //! command table and ACL LOG — that it sends nothing but reads.
 //!
-//! The ACL is the one the README recommends: `resetkeys %R~*` (keys may be read, not
+//! The ACL is the one docs/audit.md recommends: `resetkeys %R~*` (keys may be read, not
 //! written), `resetchannels`, `-@all` and then only the commands the audit sends. Not
 //! `+@read` (it grants GET, HGETALL, ...: key values) nor `+@connection` (it grants CLIENT
 //! KILL and CLIENT PAUSE).

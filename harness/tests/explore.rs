@@ -19,7 +19,7 @@ fn explore(out: &Path) -> (i32, String, String) {
         // Aimed at incident 1's gap (a deterministic fault), stopping at the first finding,
         // with a short shrink, so that the test takes seconds and every verdict in it is
         // decided by the seed (the same candidate's burst race is timing's); the unaimed
-        // default search is measured in the README.
+        // default search is measured in docs/performance.md.
         .args([
             "--faults",
             "expire-between-round-trips",

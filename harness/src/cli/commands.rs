@@ -278,8 +278,8 @@ fn matrix_exit(cells: &[matrix::Cell]) -> ExitCode {
     }
 }
 
-/// The matrix's cells at once when `--jobs` is not given. Measured on 2 cores (README,
-/// Performance): processes at 16 give the reviewed verdicts in about 51 s; containers at 16
+/// The matrix's cells at once when `--jobs` is not given. Measured on 2 cores
+/// (docs/performance.md): processes at 16 give the reviewed verdicts in about 51 s; containers at 16
 /// load the machine enough (Docker's own work per container start and removal) that a
 /// request now and then stalls past a window end and races its key's expiry, at 12 they
 /// did not (4 runs of the matrix, 78 s each).

@@ -1,4 +1,4 @@
-//! Exit codes, documented in the README.
+//! Exit codes, documented in docs/running.md ("Exit codes").
 
 use crate::checker::Verdict;
 

@@ -237,7 +237,7 @@ pub fn parse_convention(path: &Path, text: &str) -> Result<ScriptConvention, Set
     let convention: ScriptConvention = toml::from_str(text).map_err(|e| {
         let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
         SetupError::Usage(format!(
-            "{}:{line}:{column}: {}\n  help: see the convention fields at the top of docs/limiters.md",
+            "{}:{line}:{column}: {}\n  help: see the sidecar's fields in docs/limiters.md (\"Another library's convention: a sidecar file\")",
             path.display(),
             e.message()
         ))

@@ -60,7 +60,7 @@ fn hint_for(message: &str) -> Option<&'static str> {
     if message.starts_with("unknown field") {
         Some("remove the field or fix its spelling; the expected fields are listed above")
     } else if message.starts_with("missing field") {
-        Some("add the field; README.md (\"Writing a scenario\") lists every field")
+        Some("add the field; docs/scenarios.md (\"The file\") lists every field")
     } else if message.contains("invalid type") {
         Some("check the value's type: numbers unquoted, names and sizes in quotes")
     } else {

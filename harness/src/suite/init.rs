@@ -135,7 +135,7 @@ pub fn write_workflow(dir: &Path, system: CiSystem, force: bool) -> Result<PathB
 
 /// The GitHub Actions workflow: the suite in two shards (one job each, the job matrix is the
 /// distributed engine), then one job merging their results into one summary, one JUnit file
-/// and one verdict. README "Your limiter in CI" shows the same file.
+/// and one verdict. docs/ci.md ("GitHub Actions") shows the same file (a test keeps them equal).
 pub const GITHUB_WORKFLOW: &str = r#"# limiter-harness: the suite (limiter-harness.toml) against its reviewed baseline, on every
 # pull request. The cells are split over SHARDS jobs (`ci --shard K/N`); the `verdict` job
 # merges their results into one summary (the run's page), one JUnit file and one exit code.

@@ -99,7 +99,7 @@ pub fn load_suite(path: &Path) -> Result<Suite, SetupError> {
 pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, ScenarioError> {
     let file: SuiteFile = toml::from_str(text).map_err(|e| {
         ScenarioError::at(path, text, e.span(), e.message().trim())
-            .with_help("the suite's fields are listed in `limiter-harness init`'s starter file and the README (\"Your limiter in CI\")")
+            .with_help("the suite's fields are listed in `limiter-harness init`'s starter file and docs/ci.md (\"The suite file\")")
     })?;
     let at = |span: std::ops::Range<usize>, message: String| ScenarioError::at(path, text, Some(span), message);
     let dir = path.parent().map(Path::to_owned).unwrap_or_default();
