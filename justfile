@@ -42,9 +42,9 @@ servers:
 matrix *flags: build
     {{harness}} matrix {{flags}}
 
-# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed). In the release profile: the dependencies `just build` compiled are reused, and the tests drive real servers at tens of thousands of requests per second.
+# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed). Built once in the release profile (the dependencies `just build` compiled are reused; the tests drive real servers at tens of thousands of requests per second), then run in lanes at once (scripts/test-lanes.py; `cargo test --workspace --release` runs the same tests one binary after another).
 test: test-deps
-    cargo test --workspace --release
+    python3 scripts/test-lanes.py
 
 # What the tests need beyond Rust, pinned: the Python exec-adapter examples' libraries (redis-py, and `limits`, a real limiter library used unchanged), xmlschema and the JUnit schema (junit-10.xsd, from pytest's source distribution) that the JUnit output is validated against.
 test-deps:

@@ -2,11 +2,16 @@
 //! repository: the shipped catalog × every built-in limiter, a fresh server per cell) run by
 //! the same `ci` mechanism a team runs on its own limiters, against the baseline in
 //! `reports/snapshots/` and the table `reports/MATRIX.md` — on local `redis-server`
-//! processes and in containers, which must give the same verdicts. A changed verdict,
-//! anomaly kind, rule or fault outcome fails here until the change is accepted (`just
-//! snapshots`, i.e. `limiter-harness ci --accept`) and its diff reviewed. Nothing is written.
+//! processes and in containers, which must give the same verdicts — and the other server
+//! versions' suites (`reports/servers/NAME/`). A changed verdict, anomaly kind, rule or fault
+//! outcome fails here until the change is accepted (`just snapshots`, i.e. `limiter-harness
+//! ci --accept`) and its diff reviewed. Nothing is written.
+//!
+//! `ci` runs in the suite's directory, the process's working directory: the tests of this
+//! binary take turns within one process, and `just test` runs each in a process of its own,
+//! at the same time as the others (their cells mostly wait on windows and TTLs).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use limiter_harness::backend::{Backend, BackendChoice, BackendOptions, select_backend};
@@ -14,33 +19,60 @@ use limiter_harness::backend::{Backend, BackendChoice, BackendOptions, select_ba
 use limiter_harness::suite::{CiOptions, Suite, load_suite, render_summary, run_ci};
 use limiter_harness_tests::{Kind, backend};
 
-/// Processes, then containers: one after the other, since both at once would load the
-/// machine as neither does alone.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_harness_suite_matches_its_reviewed_baseline_in_processes_and_in_containers() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+/// One test at a time in a process: each moves the working directory.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .canonicalize()
-        .unwrap();
-    let suite = load_suite(&root.join("limiter-harness.toml")).expect("the harness's own suite loads");
-    // `ci` runs in the suite's directory (the only test of this binary changes it).
-    std::env::set_current_dir(&root).unwrap();
-    check(&suite, Kind::Process).await;
-    check(&suite, Kind::Container).await;
-    // Then the other server versions' suites (`reports/servers/NAME/`): a subset of the
-    // catalog on each, in processes, the server installed into the cache when missing.
-    for name in SERVER_SUITES {
-        let path = root.join("reports/servers").join(name).join("limiter-harness.toml");
-        let suite = load_suite(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        std::env::set_current_dir(&suite.dir).unwrap();
-        check_on(&suite, server_backend(name).await).await;
-        std::env::set_current_dir(&root).unwrap();
+        .unwrap()
+}
+
+fn suite_at(path: &Path) -> Suite {
+    load_suite(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_harness_suite_matches_its_reviewed_baseline_and_table_in_processes() {
+    let _turn = TURN.lock().await;
+    let suite = suite_at(&root().join("limiter-harness.toml"));
+    if let Some(backend) = backend(Kind::Process).await {
+        check_on(&suite, backend).await;
     }
 }
 
-/// The server versions with a reviewed suite of their own, besides the main suite's local
-/// redis-server (Debian's 7.0).
-const SERVER_SUITES: [&str; 2] = ["redis-6.2", "valkey-9.1"];
+/// The same cells in containers give the same snapshots. Their reports go to a directory of
+/// their own, so that the process run can go on beside them; the table, which names the
+/// process run's directory, is compared by the process run.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_harness_suite_matches_its_reviewed_baseline_in_containers() {
+    let _turn = TURN.lock().await;
+    let mut suite = suite_at(&root().join("limiter-harness.toml"));
+    suite.report_dir = suite.report_dir.with_file_name("reports-containers");
+    suite.table = None;
+    if let Some(backend) = backend(Kind::Container).await {
+        check_on(&suite, backend).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_redis_6_2_suite_matches_its_reviewed_baseline() {
+    check_server_suite("redis-6.2").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_valkey_9_1_suite_matches_its_reviewed_baseline() {
+    check_server_suite("valkey-9.1").await;
+}
+
+/// The suite of server `name` (`reports/servers/NAME/`): a subset of the catalog, in
+/// processes, the server installed into the cache when missing.
+async fn check_server_suite(name: &str) {
+    let _turn = TURN.lock().await;
+    let suite = suite_at(&root().join("reports/servers").join(name).join("limiter-harness.toml"));
+    check_on(&suite, server_backend(name).await).await;
+}
 
 /// A process backend on the installed server `name`, installing it first when it is not
 /// in the cache (from PyPI, as `limiter-harness server install` does).
@@ -60,25 +92,22 @@ async fn server_backend(name: &str) -> Arc<dyn Backend> {
     .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-async fn check(suite: &Suite, kind: Kind) {
-    let Some(backend) = backend(kind).await else {
-        return; // containers skipped outside CI (LIMITER_HARNESS_NO_DOCKER=1), said on stderr
-    };
-    check_on(suite, backend).await;
-}
-
+/// `ci` on `suite` in its directory: every cell as in the baseline (and the table, if the
+/// suite has one, unchanged).
 async fn check_on(suite: &Suite, backend: Arc<dyn Backend>) {
+    std::env::set_current_dir(&suite.dir).unwrap();
     let kind = backend.name().to_owned();
-    // One report directory for both (the table names it): the second run replaces the first's reports.
     let run = run_ci(suite, backend, &CiOptions::default())
         .await
         .expect("the suite runs");
     let summary = render_summary(&run.report);
-    assert_eq!(
-        suite.limiters.len(),
-        limiter_harness::limiter::BUILTIN_NAMES.len(),
-        "every built-in is in the harness's suite"
-    );
+    if suite.dir == root() {
+        assert_eq!(
+            suite.limiters.len(),
+            limiter_harness::limiter::BUILTIN_NAMES.len(),
+            "every built-in is in the harness's suite"
+        );
+    }
     assert_eq!(run.cells.len(), suite.scenarios.len() * suite.limiters.len());
     assert!(
         run.report.identical,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::backend::BackendChoice;
+use crate::scenario::WINDOW_MS_RANGE;
 
 /// Fault-injection test harness for rate limiters built on Redis.
 #[derive(Debug, Parser)]
@@ -91,7 +92,7 @@ pub struct ScenarioArgs {
     pub keys: Vec<String>,
     /// Run the scenario with this window instead, every duration and rate scaled with it (for
     /// limiters whose windows come in whole seconds, e.g. --window-ms 1000).
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(50..=86_400_000))]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(*WINDOW_MS_RANGE.start()..=*WINDOW_MS_RANGE.end()))]
     pub window_ms: Option<u64>,
     /// How long the limiter's keys may live, in ms, whatever the window (a daily cap's
     /// `EXPIRE 26 h`: --ttl-max-ms 93600000). Stands for the limiter's own declaration.

@@ -10,7 +10,7 @@ use super::exit::ExitCode;
 use crate::backend::{self, Backend, BackendChoice, BackendOptions};
 use crate::checker::Verdict;
 use crate::error::SetupError;
-use crate::limiter::{BUILTIN_NAMES, builtin};
+use crate::limiter::{BUILTIN_NAMES, BUILTINS, Builtin};
 use crate::matrix::{self, MatrixConfig, glob_match, render_table};
 use crate::report::Report;
 use crate::runner::{self, RunConfig};
@@ -411,8 +411,8 @@ pub fn list() -> Result<ExitCode, SetupError> {
         ));
     }
     say("\nLimiters (--limiter NAME):");
-    for name in BUILTIN_NAMES {
-        let limiter = builtin(name).expect("built-in names resolve");
+    for Builtin { name, make } in BUILTINS {
+        let limiter = make();
         say(&format!(
             "  {name}  ({}, up to {} round trip(s))",
             limiter.algorithm().name(),

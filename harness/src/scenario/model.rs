@@ -462,6 +462,10 @@ pub enum PhaseKind {
     Quiet { duration_ms: u64 },
 }
 
+/// The windows a limit may have, in milliseconds: from 50 ms (shorter is below the timer
+/// resolution the checkers rely on) to a day. Scenarios, suites and `--window-ms` take these.
+pub const WINDOW_MS_RANGE: std::ops::RangeInclusive<u64> = 50..=86_400_000;
+
 /// The most requests one run may plan. Every request is kept in memory until the run is
 /// judged (about 0.9 KB each, history and index together), so this bounds a run near 1 GB.
 pub const REQUESTS_PER_RUN_MAX: u64 = 1_000_000;

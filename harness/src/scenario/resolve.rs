@@ -229,7 +229,7 @@ fn resolve_name(name: &Spanned<String>, src: &Source<'_>) -> Result<String, Scen
 fn resolve_limit(limit: &Spanned<LimitFile>, src: &Source<'_>) -> Result<Limit, ScenarioError> {
     let file = limit.get_ref();
     let requests_max = src.positive(&file.requests_max, "requests_max")?;
-    let window_ms = src.in_range(&file.window_ms, "window_ms", 50..=86_400_000)?;
+    let window_ms = src.in_range(&file.window_ms, "window_ms", super::model::WINDOW_MS_RANGE)?;
     let identities = match &file.identities {
         Some(n) => src.in_range(n, "identities", 1..=1_000_000)? as u32,
         None => 1,

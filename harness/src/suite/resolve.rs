@@ -10,7 +10,9 @@ use crate::backend::BackendChoice;
 use crate::error::SetupError;
 use crate::limiter::BUILTIN_NAMES;
 use crate::matrix::glob_match;
-use crate::scenario::{Adjust, Scenario, ScenarioError, ScenarioRef, TtlMax, shipped_names, toml_files};
+use crate::scenario::{
+    Adjust, Scenario, ScenarioError, ScenarioRef, TtlMax, WINDOW_MS_RANGE, shipped_names, toml_files,
+};
 
 /// The suite file's name, looked for in the current directory and its ancestors.
 pub const SUITE_FILE: &str = "limiter-harness.toml";
@@ -236,11 +238,16 @@ fn limiter(entry: &Spanned<LimiterEntry>, at: &At<'_>) -> Result<SuiteLimiter, S
         }
     };
     if let Some(w) = &e.window_ms
-        && !(50..=86_400_000).contains(w.get_ref())
+        && !WINDOW_MS_RANGE.contains(w.get_ref())
     {
         return Err(at(
             w.span(),
-            format!("window_ms = {}: between 50 and 86400000", w.get_ref()),
+            format!(
+                "window_ms = {}: between {} and {}",
+                w.get_ref(),
+                WINDOW_MS_RANGE.start(),
+                WINDOW_MS_RANGE.end()
+            ),
         ));
     }
     let (ttl_max_ms, ttl_max_windows) = (

@@ -19,39 +19,90 @@ use std::sync::Arc;
 
 use super::Limiter;
 
-/// The names `--limiter` accepts for built-ins, in the order `list` shows them.
-pub const BUILTIN_NAMES: [&str; 12] = [
-    "get-then-incr",
-    "incr-then-expire",
-    "multi-incr-expire-nx",
-    "lua-fixed-window",
-    "exists-then-incr",
-    "set-nx-then-incr",
-    "pipeline-incr-expire",
-    "lua-incr-expire-if-first",
-    "sliding-log-zset",
-    "token-bucket-lua",
-    "gcra-lua",
-    "incr-pexpireat-client-clock",
+/// A built-in limiter in the registry: the name `--limiter` takes, and how to make one. What
+/// it is and what it sends (`list` shows it) are the limiter's own ([`Limiter::commands`],
+/// [`Limiter::algorithm`]).
+#[derive(Clone, Copy)]
+pub struct Builtin {
+    pub name: &'static str,
+    pub make: fn() -> Arc<dyn Limiter>,
+}
+
+impl std::fmt::Debug for Builtin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builtin")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every built-in, in the order `list`, the matrix and the harness's suite show them: the one
+/// table that parsing (`--limiter NAME`), `list` and the matrix read.
+pub const BUILTINS: [Builtin; 12] = [
+    Builtin {
+        name: "get-then-incr",
+        make: || Arc::new(get_then_incr::GetThenIncr),
+    },
+    Builtin {
+        name: "incr-then-expire",
+        make: || Arc::new(incr_then_expire::IncrThenExpire),
+    },
+    Builtin {
+        name: "multi-incr-expire-nx",
+        make: || Arc::new(multi_incr_expire_nx::MultiIncrExpireNx),
+    },
+    Builtin {
+        name: "lua-fixed-window",
+        make: || Arc::new(lua_fixed_window::LuaFixedWindow::new()),
+    },
+    Builtin {
+        name: "exists-then-incr",
+        make: || Arc::new(exists_then_incr::ExistsThenIncr),
+    },
+    Builtin {
+        name: "set-nx-then-incr",
+        make: || Arc::new(set_nx_then_incr::SetNxThenIncr),
+    },
+    Builtin {
+        name: "pipeline-incr-expire",
+        make: || Arc::new(pipeline_incr_expire::PipelineIncrExpire),
+    },
+    Builtin {
+        name: "lua-incr-expire-if-first",
+        make: || Arc::new(lua_incr_expire_if_first::LuaIncrExpireIfFirst::new()),
+    },
+    Builtin {
+        name: "sliding-log-zset",
+        make: || Arc::new(sliding_log_zset::SlidingLogZset::new()),
+    },
+    Builtin {
+        name: "token-bucket-lua",
+        make: || Arc::new(token_bucket_lua::TokenBucketLua::new()),
+    },
+    Builtin {
+        name: "gcra-lua",
+        make: || Arc::new(gcra_lua::GcraLua::new()),
+    },
+    Builtin {
+        name: "incr-pexpireat-client-clock",
+        make: || Arc::new(incr_pexpireat_client_clock::IncrPexpireatClientClock),
+    },
 ];
+
+/// The names `--limiter` accepts for built-ins, in the order of [`BUILTINS`].
+pub const BUILTIN_NAMES: [&str; BUILTINS.len()] = {
+    let mut names = [""; BUILTINS.len()];
+    let mut i = 0;
+    while i < BUILTINS.len() {
+        names[i] = BUILTINS[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// A built-in limiter by name.
 pub fn builtin(name: &str) -> Option<Arc<dyn Limiter>> {
-    Some(match name {
-        "get-then-incr" => Arc::new(get_then_incr::GetThenIncr),
-        "incr-then-expire" => Arc::new(incr_then_expire::IncrThenExpire),
-        "multi-incr-expire-nx" => Arc::new(multi_incr_expire_nx::MultiIncrExpireNx),
-        "lua-fixed-window" => Arc::new(lua_fixed_window::LuaFixedWindow::new()),
-        "exists-then-incr" => Arc::new(exists_then_incr::ExistsThenIncr),
-        "set-nx-then-incr" => Arc::new(set_nx_then_incr::SetNxThenIncr),
-        "pipeline-incr-expire" => Arc::new(pipeline_incr_expire::PipelineIncrExpire),
-        "lua-incr-expire-if-first" => Arc::new(lua_incr_expire_if_first::LuaIncrExpireIfFirst::new()),
-        "sliding-log-zset" => Arc::new(sliding_log_zset::SlidingLogZset::new()),
-        "token-bucket-lua" => Arc::new(token_bucket_lua::TokenBucketLua::new()),
-        "gcra-lua" => Arc::new(gcra_lua::GcraLua::new()),
-        "incr-pexpireat-client-clock" => Arc::new(incr_pexpireat_client_clock::IncrPexpireatClientClock),
-        _ => return None,
-    })
+    BUILTINS.iter().find(|b| b.name == name).map(|b| (b.make)())
 }
 
 #[cfg(test)]
