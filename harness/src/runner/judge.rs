@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::assemble;
+use super::error::JudgeError;
 use crate::checker::{self, CheckInput, TtlBound};
 use crate::history::{Event, HistoryIndex, LimiterFacts, ServerRole};
 use crate::keys::KeyLayout;
@@ -49,7 +50,7 @@ pub struct ServerFacts {
 impl RunFacts {
     /// The facts of `events`, and the scenario its header records (parsed and adjusted as
     /// the run had it). An error says what the history lacks.
-    pub fn read(events: &[Event]) -> Result<(Self, Scenario), String> {
+    pub fn read(events: &[Event]) -> Result<(Self, Scenario), JudgeError> {
         let Some(Event::Run {
             scenario,
             limiter,
@@ -62,13 +63,13 @@ impl RunFacts {
             adjust,
         }) = events.first()
         else {
-            return Err("its first line is not the run's header (`\"type\":\"run\"`)".into());
+            return Err(JudgeError::NoHeader);
         };
         if scenario_text.is_empty() {
-            return Err("its header does not carry the scenario's text (written by an older limiter-harness)".into());
+            return Err(JudgeError::NoScenarioText);
         }
-        let mut parsed = parse_scenario(Path::new(scenario_file), scenario_text)
-            .map_err(|e| format!("the scenario it records does not parse: {e}"))?;
+        let mut parsed =
+            parse_scenario(Path::new(scenario_file), scenario_text).map_err(|e| JudgeError::Scenario(Box::new(e)))?;
         parsed.shipped = *shipped;
         parsed.adjust(adjust)?;
         let mut facts = Self {
@@ -180,14 +181,11 @@ pub struct Judgement {
 }
 
 /// Judge a run from its history alone. The error says why the history cannot be judged.
-pub fn judge_history(events: Vec<Event>) -> Result<Judgement, String> {
+pub fn judge_history(events: Vec<Event>) -> Result<Judgement, JudgeError> {
     let (facts, scenario) = RunFacts::read(&events)?;
-    let limiter = facts
-        .limiter
-        .clone()
-        .ok_or("it never says which limiter ran (no `\"type\":\"limiter\"` line)")?;
+    let limiter = facts.limiter.clone().ok_or(JudgeError::NoLimiter)?;
     let layout = KeyLayout::parse(&limiter.keys, scenario.limit.identities, limiter.keys_from.clone())
-        .map_err(|e| format!("the key layout it records does not parse: {e}"))?;
+        .map_err(JudgeError::Layout)?;
     let ttl = TtlBound::resolve(&scenario.limit, &scenario.check, limiter.algorithm, limiter.ttl_max());
     let index = HistoryIndex::new(events, &layout);
     let results = checker::check(&CheckInput {
