@@ -120,3 +120,33 @@ fn last_words(last: &Option<redis::RedisError>) -> String {
     last.as_ref()
         .map_or_else(|| "no answer".to_owned(), ToString::to_string)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_what_failed_as_before() {
+        let refused = || redis::RedisError::from((redis::ErrorKind::Client, "refused"));
+        let silent = BackendError::NoPong {
+            url: "redis://127.0.0.1:1".into(),
+            timeout_ms: 20,
+            last: None,
+        };
+        assert_eq!(
+            silent.to_string(),
+            "no PONG from redis://127.0.0.1:1 within 20 ms: no answer"
+        );
+        let both = BackendError::Several(vec![
+            BackendError::command("CONFIG SET maxmemory 0")(refused()),
+            BackendError::CannotPause,
+        ]);
+        assert_eq!(
+            both.to_string(),
+            format!(
+                "CONFIG SET maxmemory 0: {}; this backend cannot pause its server",
+                refused()
+            )
+        );
+    }
+}

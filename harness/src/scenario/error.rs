@@ -148,4 +148,26 @@ mod tests {
         assert!(shown.contains("3 | window_ms = -3"), "{shown}");
         assert!(shown.contains("help: use a positive number"), "{shown}");
     }
+
+    #[test]
+    fn a_refused_window_lists_every_value_out_of_range() {
+        let too_long = |what: &str, to_ms, max_ms| OutOfRange {
+            what: what.into(),
+            to_ms,
+            max_ms,
+        };
+        let err = AdjustError::Window(RescaleError {
+            window_ms: 86_400_000,
+            scenario: "s".into(),
+            factor: 86_400.0,
+            too_long: vec![
+                too_long("phase `traffic`", 172_800_000, 3_600_000),
+                too_long("fault 0's pause_ms", 86_400_000, 600_000),
+            ],
+        });
+        assert_eq!(
+            err.to_string(),
+            "--window-ms: a window of 86400000 ms scales `s` by 86400.00: phase `traffic` would be 172800000 ms (at most 3600000); fault 0's pause_ms would be 86400000 ms (at most 600000)"
+        );
+    }
 }

@@ -71,3 +71,38 @@ impl RunShape {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_errors_read_as_before() {
+        let shape = |suite: &str, selection: &str| {
+            Box::new(RunShape {
+                suite: suite.into(),
+                scenarios: 3,
+                limiters: 2,
+                selection: selection.into(),
+            })
+        };
+        let apart = SuiteError::NotOneRun {
+            first: shape("a", "every cell"),
+            other: shape("b", "--cells x"),
+        };
+        assert_eq!(
+            apart.to_string(),
+            "these are not shards of one run: suite `a` (3 scenarios × 2 limiters, every cell) and suite `b` (3 × 2, --cells x)"
+        );
+        let shards = vec![Shard { index: 1, count: 2 }, Shard { index: 1, count: 3 }];
+        assert_eq!(
+            SuiteError::ShardsDoNotFit { shards }.to_string(),
+            "the shards do not fit: 1/2, 1/3"
+        );
+        let missing = vec![Shard { index: 2, count: 3 }, Shard { index: 3, count: 3 }];
+        assert_eq!(
+            SuiteError::ShardsMissing { missing }.to_string(),
+            "shard(s) 2/3, 3/3 missing: a merge of part of the suite would pass cells it never ran"
+        );
+    }
+}

@@ -61,3 +61,28 @@ pub enum AdapterError {
 fn exit_words(status: &Option<ExitStatus>) -> String {
     status.map_or_else(|| "still running with its stdout closed".to_owned(), |s| s.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_hello_reads_as_before() {
+        let running = AdapterError::WithStderr {
+            reason: Box::new(AdapterError::ExitedBeforeHello { status: None }),
+            stderr: "its stderr is in e.log (empty)".into(),
+        };
+        assert_eq!(
+            running.to_string(),
+            "the adapter exited before its hello line (still running with its stdout closed); its stderr is in e.log (empty)"
+        );
+        assert_eq!(
+            AdapterError::NoHello.to_string(),
+            "no hello line within 30 s (the adapter must first print {\"protocol\": 1})"
+        );
+        assert_eq!(
+            AdapterError::Protocol { version: 3 }.to_string(),
+            "it speaks protocol 3 and this harness speaks 1 to 2"
+        );
+    }
+}
