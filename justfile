@@ -138,7 +138,7 @@ loaded: build
 # Formatting and lints, as CI checks them.
 lint:
     cargo fmt --all -- --check
-    cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy --release --workspace --all-targets -- -D warnings
 
 # Wall time of each run the core issue measures (release build, container start included).
 timings: build

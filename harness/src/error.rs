@@ -149,6 +149,12 @@ pub enum SetupError {
 }
 
 impl SetupError {
+    /// A usage error that reads as `error` does (a lower module's typed error, such as a
+    /// refused `--keys` or a suite's baseline that cannot be written).
+    pub fn usage(error: impl std::fmt::Display) -> Self {
+        Self::Usage(error.to_string())
+    }
+
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {
             action,
@@ -156,4 +162,14 @@ impl SetupError {
             source,
         }
     }
+}
+
+/// `items` written one after another with `separator` between them: the list in an error
+/// message that names several things (failures, values out of range, missing shards).
+pub(crate) fn joined<T: std::fmt::Display>(items: &[T], separator: &str) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(separator)
 }

@@ -93,7 +93,8 @@ pub async fn read_facts(conn: &mut ReadOnly, db: i64) -> Result<ServerFacts, Rea
     let dbsize: u64 = conn.query(&[b"DBSIZE"]).await?;
     let events = conn
         .query::<BTreeMap<String, String>>(&[b"CONFIG", b"GET", b"notify-keyspace-events"])
-        .await;
+        .await
+        .map(|mut reply| reply.remove("notify-keyspace-events"));
     Ok(parse_facts(&info, db, dbsize, keyspace_events(events)))
 }
 
@@ -114,17 +115,14 @@ pub fn parse_facts(info: &InfoSections, db: i64, dbsize: u64, keyspace_events: K
     }
 }
 
-/// `CONFIG GET notify-keyspace-events` in plain words; a denial is an answer, not a failure.
-fn keyspace_events(reply: Result<BTreeMap<String, String>, ReadError>) -> KeyspaceEvents {
-    match reply {
-        Ok(map) => match map.get("notify-keyspace-events").map(String::as_str) {
-            Some("") => KeyspaceEvents::Off,
-            Some(flags) => KeyspaceEvents::On {
-                flags: flags.to_owned(),
-            },
-            None => KeyspaceEvents::Unknown {
-                reason: "CONFIG GET returned no notify-keyspace-events".into(),
-            },
+/// `CONFIG GET notify-keyspace-events` (the flags it returned, if any) in plain words; a
+/// denial is an answer, not a failure.
+fn keyspace_events(flags: Result<Option<String>, ReadError>) -> KeyspaceEvents {
+    match flags {
+        Ok(Some(flags)) if flags.is_empty() => KeyspaceEvents::Off,
+        Ok(Some(flags)) => KeyspaceEvents::On { flags },
+        Ok(None) => KeyspaceEvents::Unknown {
+            reason: "CONFIG GET returned no notify-keyspace-events".into(),
         },
         Err(ReadError::Server(e)) if e.code() == Some("NOPERM") => KeyspaceEvents::Unknown {
             reason: "CONFIG GET not permitted".into(),
@@ -189,9 +187,9 @@ mod tests {
             keyspace_events(Err(ReadError::Server(denied))).describe(),
             "unknown: CONFIG GET not permitted"
         );
-        let off = keyspace_events(Ok(BTreeMap::from([("notify-keyspace-events".into(), String::new())])));
+        let off = keyspace_events(Ok(Some(String::new())));
         assert_eq!(off, KeyspaceEvents::Off);
-        let on = keyspace_events(Ok(BTreeMap::from([("notify-keyspace-events".into(), "xKE".into())])));
+        let on = keyspace_events(Ok(Some("xKE".into())));
         assert_eq!(on.describe(), "on (notify-keyspace-events xKE)");
     }
 }

@@ -15,7 +15,7 @@ use nix::unistd::Pid;
 use testcontainers::bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 
 use super::process::pid_dir;
-use super::{LABEL, LABEL_RUN};
+use super::{BackendError, LABEL, LABEL_RUN};
 
 /// What `clean` removed, left alone, and could not look at.
 #[derive(Debug, Default)]
@@ -241,13 +241,13 @@ async fn restore_saved_settings(all: bool, summary: &mut CleanSummary) {
     }
 }
 
-async fn restore_on(saved: &SavedSettings) -> Result<(), String> {
-    let mut conn = super::connect(&saved.url).await.map_err(|e| e.to_string())?;
+async fn restore_on(saved: &SavedSettings) -> Result<(), BackendError> {
+    let mut conn = super::connect(&saved.url).await?;
     let failed = super::restore(&mut conn, &saved.previous).await;
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(failed.join("; "))
+        Err(BackendError::Several(failed))
     }
 }
 

@@ -11,8 +11,8 @@ use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 use super::clean::{CONTAINER_LABEL, forget_container, record_container};
 use super::image::ensure_image;
 use super::{
-    Backend, BackendOptions, LABEL, LABEL_RUN, ServerHandle, StartOptions, free_port, server_flag, server_for,
-    wait_ready,
+    Backend, BackendError, BackendOptions, LABEL, LABEL_RUN, ServerHandle, StartOptions, free_port, server_flag,
+    server_for, wait_ready,
 };
 use crate::error::SetupError;
 use crate::history::ServerRole;
@@ -127,7 +127,7 @@ impl Backend for ContainerBackend {
         // Another process may take the port between `free_port` and the bind: the server
         // then exits before it is ready, and the next attempt takes another port.
         for _attempt in 0..5 {
-            let port = free_port().map_err(&fail)?;
+            let port = free_port().map_err(|e| fail(e.to_string()))?;
             // Recorded before it starts: `clean` removes only containers of recorded runs.
             record_container(run_id, port)
                 .map_err(|e| fail(format!("could not record the container for `clean`: {e}")))?;
@@ -143,7 +143,7 @@ impl Backend for ContainerBackend {
             if let Err(e) = wait_ready(&url, Duration::from_secs(10)).await {
                 let _ = container.rm().await;
                 forget_container(run_id, port);
-                return Err(fail(e));
+                return Err(fail(e.to_string()));
             }
             return Ok(Box::new(ContainerHandle {
                 container,
@@ -214,34 +214,40 @@ impl ServerHandle for ContainerHandle {
         format!("container {id} ({})", self.image)
     }
 
-    async fn stop(self: Box<Self>) -> Result<(), String> {
-        self.container.rm().await.map_err(|e| e.to_string())?;
+    async fn stop(self: Box<Self>) -> Result<(), BackendError> {
+        self.container.rm().await?;
         forget_container(&self.run_id, self.port);
         Ok(())
     }
 
     /// `docker stop -t 0`: SIGKILL at once, as a crash. The container's filesystem, and so an
     /// append-only file, survives for [`ServerHandle::start_again`] (`docker start`).
-    async fn kill(&self) -> Result<(), String> {
+    async fn kill(&self) -> Result<(), BackendError> {
         self.container
             .stop_with_timeout(Some(0))
             .await
-            .map_err(|e| format!("docker stop: {e}"))
+            .map_err(BackendError::container("docker stop"))
     }
 
-    async fn start_again(&self) -> Result<(), String> {
-        self.container.start().await.map_err(|e| format!("docker start: {e}"))?;
+    async fn start_again(&self) -> Result<(), BackendError> {
+        self.container
+            .start()
+            .await
+            .map_err(BackendError::container("docker start"))?;
         wait_ready(&self.url, Duration::from_secs(10)).await
     }
 
-    async fn freeze(&self) -> Result<(), String> {
-        self.container.pause().await.map_err(|e| format!("docker pause: {e}"))
+    async fn freeze(&self) -> Result<(), BackendError> {
+        self.container
+            .pause()
+            .await
+            .map_err(BackendError::container("docker pause"))
     }
 
-    async fn thaw(&self) -> Result<(), String> {
+    async fn thaw(&self) -> Result<(), BackendError> {
         self.container
             .unpause()
             .await
-            .map_err(|e| format!("docker unpause: {e}"))
+            .map_err(BackendError::container("docker unpause"))
     }
 }

@@ -9,6 +9,7 @@ use testcontainers::GenericBuildableImage;
 use testcontainers::core::BuildImageOptions;
 use testcontainers::runners::AsyncBuilder;
 
+use super::BackendError;
 use crate::error::SetupError;
 use crate::servers::{LocalServer, Product, linked};
 
@@ -27,7 +28,7 @@ pub async fn ensure_image(server: &LocalServer) -> Result<(String, String), Setu
         image: image.clone(),
         reason,
     };
-    let libraries = linked(&server.binary, &server.env()).map_err(fail)?;
+    let libraries = linked(&server.binary, &server.env()).map_err(|e| fail(e.to_string()))?;
     if !libraries.missing.is_empty() {
         return Err(fail(format!(
             "ldd finds no {} for {}",
@@ -38,12 +39,12 @@ pub async fn ensure_image(server: &LocalServer) -> Result<(String, String), Setu
     let program = server.program();
     let mut build = GenericBuildableImage::new(&name, &tag).with_dockerfile_string(dockerfile(server));
     build = build.with_file(
-        canonical(&server.binary).map_err(fail)?,
+        canonical(&server.binary).map_err(|e| fail(e.to_string()))?,
         format!("rootfs/usr/local/bin/{program}"),
     );
     for lib in &libraries.found {
         let target = format!("rootfs{}", lib.display());
-        build = build.with_file(canonical(lib).map_err(fail)?, target);
+        build = build.with_file(canonical(lib).map_err(|e| fail(e.to_string()))?, target);
     }
     let _image = build
         .build_image_with(BuildImageOptions::new().with_skip_if_exists(true))
@@ -52,8 +53,11 @@ pub async fn ensure_image(server: &LocalServer) -> Result<(String, String), Setu
     Ok((name, tag))
 }
 
-fn canonical(path: &Path) -> Result<PathBuf, String> {
-    path.canonicalize().map_err(|e| format!("{}: {e}", path.display()))
+fn canonical(path: &Path) -> Result<PathBuf, BackendError> {
+    path.canonicalize().map_err(|source| BackendError::Canonical {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// The image's libraries sit at the paths `ldd` found them at; a library directory of an

@@ -5,6 +5,7 @@
 
 mod clean;
 mod container;
+mod error;
 mod image;
 mod pair;
 mod process;
@@ -19,6 +20,7 @@ use async_trait::async_trait;
 
 pub use clean::{CleanSummary, RUN_ENV, clean, forget_settings, kill_run_processes, save_settings};
 pub use container::{ContainerBackend, docker_ping};
+pub use error::BackendError;
 pub use image::{ensure_image, image_name};
 pub use pair::{FailoverPair, wait_link_up};
 pub use process::ProcessBackend;
@@ -122,23 +124,23 @@ pub trait ServerHandle: Send + Sync {
     fn url(&self) -> &str;
     /// e.g. "container 3f2a9c1b (limiter-harness/redis:7.0.15)".
     fn describe(&self) -> String;
-    async fn stop(self: Box<Self>) -> Result<(), String>;
+    async fn stop(self: Box<Self>) -> Result<(), BackendError>;
     /// Kill the server, as a crash would (SIGKILL, `docker stop -t 0`); returns once it is gone.
-    async fn kill(&self) -> Result<(), String> {
-        Err("this backend cannot restart its server".into())
+    async fn kill(&self) -> Result<(), BackendError> {
+        Err(BackendError::CannotRestart)
     }
     /// Start the killed server again on the same port and directory; returns once it answers
     /// PING. It keeps what its [`StartOptions`] persist.
-    async fn start_again(&self) -> Result<(), String> {
-        Err("this backend cannot restart its server".into())
+    async fn start_again(&self) -> Result<(), BackendError> {
+        Err(BackendError::CannotRestart)
     }
     /// Stop the server's process (SIGSTOP, `docker pause`); returns once it is stopped.
-    async fn freeze(&self) -> Result<(), String> {
-        Err("this backend cannot pause its server".into())
+    async fn freeze(&self) -> Result<(), BackendError> {
+        Err(BackendError::CannotPause)
     }
     /// Let a frozen server go on (SIGCONT, `docker unpause`).
-    async fn thaw(&self) -> Result<(), String> {
-        Err("this backend cannot pause its server".into())
+    async fn thaw(&self) -> Result<(), BackendError> {
+        Err(BackendError::CannotPause)
     }
     /// A primary with its replica (a scenario with a failover fault), or `None`.
     fn as_pair(&self) -> Option<&FailoverPair> {
@@ -235,34 +237,31 @@ fn first_line(text: &str) -> &str {
 }
 
 /// Wait until the server at `url` answers PING (a fresh server takes a moment).
-pub async fn wait_ready(url: &str, timeout: Duration) -> Result<(), String> {
+pub async fn wait_ready(url: &str, timeout: Duration) -> Result<(), BackendError> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut last = String::from("no answer");
+    let mut last = None;
     while tokio::time::Instant::now() < deadline {
         match ping(url).await {
             Ok(()) => return Ok(()),
-            Err(e) => last = e,
+            Err(e) => last = Some(e),
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Err(format!("no PONG from {url} within {} ms: {last}", timeout.as_millis()))
+    Err(BackendError::NoPong {
+        url: url.to_owned(),
+        timeout_ms: timeout.as_millis(),
+        last,
+    })
 }
 
-async fn ping(url: &str) -> Result<(), String> {
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| e.to_string())?;
-    redis::cmd("PING")
-        .query_async::<String>(&mut conn)
-        .await
-        .map(drop)
-        .map_err(|e| e.to_string())
+async fn ping(url: &str) -> redis::RedisResult<()> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    redis::cmd("PING").query_async::<String>(&mut conn).await.map(drop)
 }
 
 /// A port on 127.0.0.1 that was free a moment ago (the caller retries if it is taken).
-pub(crate) fn free_port() -> Result<u16, String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
+pub(crate) fn free_port() -> std::io::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
 }

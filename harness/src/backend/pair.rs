@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::ServerHandle;
 use super::relay::{Relay, socket_addr};
+use super::{BackendError, ServerHandle};
 
 pub struct FailoverPair {
     nodes: [Box<dyn ServerHandle>; 2],
@@ -25,7 +25,7 @@ pub struct FailoverPair {
 
 impl FailoverPair {
     /// Make `replica` replicate `primary` (through the relay) and wait until its link is up.
-    pub async fn new(primary: Box<dyn ServerHandle>, replica: Box<dyn ServerHandle>) -> Result<Self, String> {
+    pub async fn new(primary: Box<dyn ServerHandle>, replica: Box<dyn ServerHandle>) -> Result<Self, BackendError> {
         let primary_addr = socket_addr(primary.url())?;
         // A fresh replica's full sync starts at once, not after the default wait for more.
         let () = redis::cmd("CONFIG")
@@ -34,7 +34,9 @@ impl FailoverPair {
             .arg("0")
             .query_async(&mut admin(primary.url()).await?)
             .await
-            .map_err(|e| format!("CONFIG SET repl-diskless-sync-delay 0 on the primary: {e}"))?;
+            .map_err(BackendError::command(
+                "CONFIG SET repl-diskless-sync-delay 0 on the primary",
+            ))?;
         let endpoint = Relay::start(primary_addr).await?;
         let replication = Relay::start(primary_addr).await?;
         let mut conn = admin(replica.url()).await?;
@@ -43,7 +45,7 @@ impl FailoverPair {
             .arg(replication.port())
             .query_async(&mut conn)
             .await
-            .map_err(|e| format!("REPLICAOF on the replica: {e}"))?;
+            .map_err(BackendError::command("REPLICAOF on the replica"))?;
         wait_link_up(&mut conn, Duration::from_secs(10)).await?;
         Ok(Self {
             nodes: [primary, replica],
@@ -84,7 +86,7 @@ impl FailoverPair {
 
     /// Point the endpoint at the replica and call it the primary; returns the URLs of the
     /// new primary and of the old one.
-    pub fn switch_endpoint(&self) -> Result<(String, String), String> {
+    pub fn switch_endpoint(&self) -> Result<(String, String), BackendError> {
         let old = self.primary.load(Ordering::SeqCst);
         let new = 1 - old;
         self.endpoint.switch(socket_addr(self.nodes[new].url())?);
@@ -94,31 +96,33 @@ impl FailoverPair {
 }
 
 /// A plain connection of the pair's own, for its replication commands.
-async fn admin(url: &str) -> Result<redis::aio::MultiplexedConnection, String> {
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+async fn admin(url: &str) -> Result<redis::aio::MultiplexedConnection, BackendError> {
+    let client = redis::Client::open(url)?;
     client
         .get_multiplexed_async_connection()
         .await
-        .map_err(|e| format!("{url}: {e}"))
+        .map_err(|source| BackendError::Connect {
+            url: url.to_owned(),
+            source,
+        })
 }
 
 /// Wait until a replica's `INFO replication` says `master_link_status:up`.
-pub async fn wait_link_up(conn: &mut redis::aio::MultiplexedConnection, timeout: Duration) -> Result<(), String> {
+pub async fn wait_link_up(conn: &mut redis::aio::MultiplexedConnection, timeout: Duration) -> Result<(), BackendError> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let info: String = redis::cmd("INFO")
             .arg("replication")
             .query_async(conn)
             .await
-            .map_err(|e| format!("INFO replication: {e}"))?;
+            .map_err(BackendError::command("INFO replication"))?;
         if info.lines().any(|l| l.trim() == "master_link_status:up") {
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(format!(
-                "the replica's link to its primary was not up within {} s",
-                timeout.as_secs()
-            ));
+            return Err(BackendError::LinkDown {
+                timeout_s: timeout.as_secs(),
+            });
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -139,7 +143,7 @@ impl ServerHandle for FailoverPair {
         )
     }
 
-    async fn stop(self: Box<Self>) -> Result<(), String> {
+    async fn stop(self: Box<Self>) -> Result<(), BackendError> {
         let Self { nodes, .. } = *self;
         let mut failed = Vec::new();
         for node in nodes {
@@ -150,23 +154,23 @@ impl ServerHandle for FailoverPair {
         if failed.is_empty() {
             Ok(())
         } else {
-            Err(failed.join("; "))
+            Err(BackendError::Several(failed))
         }
     }
 
-    async fn kill(&self) -> Result<(), String> {
+    async fn kill(&self) -> Result<(), BackendError> {
         self.current().kill().await
     }
 
-    async fn start_again(&self) -> Result<(), String> {
+    async fn start_again(&self) -> Result<(), BackendError> {
         self.current().start_again().await
     }
 
-    async fn freeze(&self) -> Result<(), String> {
+    async fn freeze(&self) -> Result<(), BackendError> {
         self.current().freeze().await
     }
 
-    async fn thaw(&self) -> Result<(), String> {
+    async fn thaw(&self) -> Result<(), BackendError> {
         self.current().thaw().await
     }
 

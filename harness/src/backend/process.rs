@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
 
-use super::{Backend, ServerHandle, StartOptions, free_port, server_flag, wait_ready};
+use super::{Backend, BackendError, ServerHandle, StartOptions, free_port, server_flag, wait_ready};
 use crate::error::SetupError;
 use crate::history::ServerRole;
 use crate::servers::{LocalServer, local_server};
@@ -45,12 +45,11 @@ impl ProcessBackend {
 }
 
 /// Spawn `server` on `port` with its files in `dir` (its log appended to `dir/redis.log`).
-fn spawn_server(server: &LocalServer, port: u16, dir: &Path, options: StartOptions) -> Result<Child, String> {
+fn spawn_server(server: &LocalServer, port: u16, dir: &Path, options: StartOptions) -> Result<Child, BackendError> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir.join("redis.log"))
-        .map_err(|e| e.to_string())?;
+        .open(dir.join("redis.log"))?;
     Command::new(&server.binary)
         .envs(server.env())
         .args([
@@ -66,7 +65,7 @@ fn spawn_server(server: &LocalServer, port: u16, dir: &Path, options: StartOptio
         .arg(dir)
         .args(["--daemonize", "no"])
         .stdin(Stdio::null())
-        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stdout(log.try_clone()?)
         .stderr(log)
         // A group of its own: when the harness runs detached (`nohup`, a CI step's background
         // job), its own group can be orphaned, and the kernel then sends SIGCONT to every
@@ -75,25 +74,21 @@ fn spawn_server(server: &LocalServer, port: u16, dir: &Path, options: StartOptio
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("spawning {}: {e}", server.binary.display()))
+        .map_err(|source| BackendError::Spawn {
+            binary: server.binary.clone(),
+            source,
+        })
 }
 
 /// The `process_id` the server at `url` reports.
-async fn server_pid(url: &str) -> Result<u32, String> {
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| e.to_string())?;
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut conn)
-        .await
-        .map_err(|e| e.to_string())?;
+async fn server_pid(url: &str) -> Result<u32, BackendError> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await?;
     info.lines()
         .find_map(|l| l.strip_prefix("process_id:"))
         .and_then(|p| p.trim().parse().ok())
-        .ok_or_else(|| "INFO server has no process_id".to_owned())
+        .ok_or(BackendError::NoProcessId)
 }
 
 #[async_trait]
@@ -126,8 +121,8 @@ impl Backend for ProcessBackend {
             .map_err(|e| fail(e.to_string()))?;
         let mut last_error = String::new();
         for _attempt in 0..5 {
-            let port = free_port().map_err(&fail)?;
-            let mut child = spawn_server(&self.server, port, dir.path(), options).map_err(&fail)?;
+            let port = free_port().map_err(|e| fail(e.to_string()))?;
+            let mut child = spawn_server(&self.server, port, dir.path(), options).map_err(|e| fail(e.to_string()))?;
             let url = format!("redis://127.0.0.1:{port}");
             let pid = child.id().unwrap_or_default();
             // Recorded at once, so that `clean` finds it even if the harness dies while it starts.
@@ -139,9 +134,7 @@ impl Backend for ProcessBackend {
             let ready = match wait_ready(&url, Duration::from_secs(5)).await {
                 Ok(()) => match server_pid(&url).await {
                     Ok(answered) if answered == pid && matches!(child.try_wait(), Ok(None)) => Ok(()),
-                    Ok(answered) => Err(format!(
-                        "port {port} is answered by process {answered}, not by the server started ({pid})"
-                    )),
+                    Ok(answered) => Err(BackendError::PortTaken { port, answered, pid }),
                     Err(e) => Err(e),
                 },
                 Err(e) => Err(e),
@@ -197,27 +190,23 @@ impl ServerHandle for ProcessHandle {
         format!("process on {}", self.url)
     }
 
-    async fn stop(self: Box<Self>) -> Result<(), String> {
+    async fn stop(self: Box<Self>) -> Result<(), BackendError> {
         let mut running = self.child.into_inner();
-        let result = running.child.kill().await.map_err(|e| e.to_string());
+        let result = running.child.kill().await.map_err(BackendError::Io);
         let _ = std::fs::remove_file(&running.pid_file);
         result
     }
 
-    async fn kill(&self) -> Result<(), String> {
+    async fn kill(&self) -> Result<(), BackendError> {
         let mut running = self.child.lock().await;
-        running
-            .child
-            .kill()
-            .await
-            .map_err(|e| format!("killing the server: {e}"))?;
+        running.child.kill().await.map_err(BackendError::Kill)?;
         let _ = std::fs::remove_file(&running.pid_file);
         Ok(())
     }
 
     /// The port was the killed process's: it is free again (Redis binds with SO_REUSEADDR),
     /// unless someone else took it meanwhile, which the pid check catches.
-    async fn start_again(&self) -> Result<(), String> {
+    async fn start_again(&self) -> Result<(), BackendError> {
         let mut running = self.child.lock().await;
         let mut child = spawn_server(&self.server, self.port, self.dir.path(), self.options)?;
         let pid = child.id().unwrap_or_default();
@@ -239,25 +228,28 @@ impl ServerHandle for ProcessHandle {
                 let _ = child.kill().await;
                 let _ = std::fs::remove_file(&pid_file);
                 Err(match other {
-                    Ok(answered) => format!("port {} was taken by process {answered} during the restart", self.port),
-                    Err(e) => format!("the restarted server did not come back: {e}"),
+                    Ok(answered) => BackendError::PortTakenOnRestart {
+                        port: self.port,
+                        answered,
+                    },
+                    Err(e) => BackendError::NotBack(Box::new(e)),
                 })
             }
         }
     }
 
-    async fn freeze(&self) -> Result<(), String> {
+    async fn freeze(&self) -> Result<(), BackendError> {
         self.signal(Signal::SIGSTOP).await
     }
 
-    async fn thaw(&self) -> Result<(), String> {
+    async fn thaw(&self) -> Result<(), BackendError> {
         self.signal(Signal::SIGCONT).await
     }
 }
 
 impl ProcessHandle {
-    async fn signal(&self, signal: Signal) -> Result<(), String> {
+    async fn signal(&self, signal: Signal) -> Result<(), BackendError> {
         let pid = Pid::from_raw(self.child.lock().await.pid as i32);
-        kill(pid, signal).map_err(|e| format!("{signal} to {pid}: {e}"))
+        kill(pid, signal).map_err(|source| BackendError::Signal { signal, pid, source })
     }
 }

@@ -12,6 +12,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::BackendError;
+
 struct Shared {
     upstream: Mutex<SocketAddr>,
     /// Drop what the upstream sends instead of relaying it.
@@ -28,11 +30,11 @@ pub struct Relay {
 
 impl Relay {
     /// Listen on a free loopback port, relaying each connection to `upstream`.
-    pub async fn start(upstream: SocketAddr) -> Result<Self, String> {
+    pub async fn start(upstream: SocketAddr) -> Result<Self, BackendError> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
-            .map_err(|e| format!("relay: binding a loopback port: {e}"))?;
-        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+            .map_err(BackendError::RelayBind)?;
+        let port = listener.local_addr()?.port();
         let shared = Arc::new(Shared {
             upstream: Mutex::new(upstream),
             held: AtomicBool::new(false),
@@ -120,8 +122,8 @@ async fn pump(client: TcpStream, shared: Arc<Shared>) {
 }
 
 /// The address a `redis://HOST:PORT` URL names.
-pub fn socket_addr(url: &str) -> Result<SocketAddr, String> {
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+pub fn socket_addr(url: &str) -> Result<SocketAddr, BackendError> {
+    let client = redis::Client::open(url)?;
     match client.get_connection_info().addr() {
         redis::ConnectionAddr::Tcp(host, port) => {
             let host = if host == "localhost" {
@@ -129,11 +131,15 @@ pub fn socket_addr(url: &str) -> Result<SocketAddr, String> {
             } else {
                 host.as_str()
             };
-            format!("{host}:{port}")
-                .parse()
-                .map_err(|e| format!("{url}: not an IP address and port: {e}"))
+            format!("{host}:{port}").parse().map_err(|source| BackendError::NotIp {
+                url: url.to_owned(),
+                source,
+            })
         }
-        other => Err(format!("{url}: a failover needs a TCP server, not {other}")),
+        other => Err(BackendError::NotTcp {
+            url: url.to_owned(),
+            addr: other.clone(),
+        }),
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
+use super::BackendError;
 use crate::error::SetupError;
 use crate::scenario::ServerConfig;
 
@@ -104,16 +105,16 @@ pub async fn configure(
 
 /// Apply the scenario's settings again on a server the nemesis restarted (on a server the
 /// harness started: nothing to save or restore).
-pub async fn configure_after_restart(url: &str, config: &ServerConfig, with_events: bool) -> Result<(), String> {
-    let mut conn = connect(url).await.map_err(|e| e.to_string())?;
+pub async fn configure_after_restart(url: &str, config: &ServerConfig, with_events: bool) -> Result<(), SetupError> {
+    let mut conn = connect(url).await?;
     configure(&mut conn, config, with_events, &mut Vec::new(), &|_| Ok(()))
         .await
         .map(drop)
-        .map_err(|e| e.to_string())
 }
 
-/// Put back settings replaced by [`configure`] (servers the harness did not start).
-pub async fn restore(conn: &mut MultiplexedConnection, previous: &[(String, String)]) -> Vec<String> {
+/// Put back settings replaced by [`configure`] (servers the harness did not start); returns
+/// the ones that could not be.
+pub async fn restore(conn: &mut MultiplexedConnection, previous: &[(String, String)]) -> Vec<BackendError> {
     let mut failed = Vec::new();
     for (name, value) in previous {
         let set: redis::RedisResult<()> = redis::cmd("CONFIG")
@@ -123,7 +124,7 @@ pub async fn restore(conn: &mut MultiplexedConnection, previous: &[(String, Stri
             .query_async(conn)
             .await;
         if let Err(e) = set {
-            failed.push(format!("CONFIG SET {name} {value}: {e}"));
+            failed.push(BackendError::command(format!("CONFIG SET {name} {value}"))(e));
         }
     }
     failed

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::{Backend, ServerHandle, wait_ready};
+use super::{Backend, BackendError, ServerHandle, wait_ready};
 use crate::error::SetupError;
 use crate::history::ServerRole;
 
@@ -46,9 +46,9 @@ impl Backend for UrlBackend {
         }
         wait_ready(&self.url, std::time::Duration::from_secs(3))
             .await
-            .map_err(|reason| SetupError::Connect {
+            .map_err(|e| SetupError::Connect {
                 url: self.url.clone(),
-                reason,
+                reason: e.to_string(),
             })?;
         Ok(Box::new(External { url: self.url.clone() }))
     }
@@ -68,7 +68,7 @@ impl ServerHandle for External {
         format!("external server {}", self.url)
     }
 
-    async fn stop(self: Box<Self>) -> Result<(), String> {
+    async fn stop(self: Box<Self>) -> Result<(), BackendError> {
         Ok(())
     }
 }

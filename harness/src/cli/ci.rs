@@ -128,7 +128,7 @@ fn merge(args: &MergeArgs) -> Result<ExitCode, SetupError> {
         })?;
         reports.push(report);
     }
-    let merged = suite::merge_reports(&reports).map_err(SetupError::Usage)?;
+    let merged = suite::merge_reports(&reports).map_err(SetupError::usage)?;
     write_outputs(&args.outputs, None, &merged)?;
     Ok(exit(&merged, false))
 }

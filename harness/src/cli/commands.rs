@@ -36,7 +36,7 @@ pub(super) async fn backend_for(args: &BackendArgs) -> Result<Arc<dyn Backend>, 
 
 /// Apply `--keys` and `--window-ms` to a loaded scenario.
 fn adjust(scenario: &mut Scenario, args: &ScenarioArgs) -> Result<(), SetupError> {
-    scenario.adjust(&args.to_adjust()).map_err(SetupError::Usage)
+    scenario.adjust(&args.to_adjust()).map_err(SetupError::usage)
 }
 
 pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {

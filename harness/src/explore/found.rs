@@ -158,7 +158,7 @@ fn retitle(dir: &Path, to: &Retitle) -> Result<(), SetupError> {
         *scenario_text = to.text.to_owned();
     }
     std::fs::write(&history, "").map_err(|e| SetupError::io("cannot write", &history, e))?;
-    crate::history::append_history(&history, &events).map_err(SetupError::Usage)?;
+    crate::history::append_history(&history, &events).map_err(SetupError::usage)?;
     crate::runner::recheck(dir)?;
     Ok(())
 }

@@ -138,7 +138,7 @@ impl ServerTrials {
                 result
             }
             Err(e) => TrialResult {
-                error: Some(e),
+                error: Some(e.to_string()),
                 ..TrialResult::default()
             },
         }

@@ -8,4 +8,4 @@ mod recorder;
 
 pub use event::{Event, KeySample, LimiterFacts, Outcome, PhaseEdge, ServerRole};
 pub use index::{FaultRecord, HistoryIndex, Outage, PhaseSpan, Problem, Request, Sample, WireRecord};
-pub use recorder::{Recorder, RecorderHandle, append_history, read_history};
+pub use recorder::{HistoryError, Recorder, RecorderHandle, append_history, read_history};

@@ -12,6 +12,17 @@ use tokio_util::sync::CancellationToken;
 use super::Event;
 use crate::error::SetupError;
 
+/// Why the history file could not be written in full.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// A batch of events could not be written while the run went on (a full disk).
+    #[error("writing {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    /// The events found after the run could not be appended.
+    #[error("appending to {path}: {source}")]
+    Append { path: PathBuf, source: std::io::Error },
+}
+
 /// The sending side, cloned into every role that records.
 #[derive(Debug, Clone)]
 pub struct Recorder {
@@ -61,7 +72,7 @@ fn write_all(
     rx: &mpsc::Receiver<Option<Event>>,
     file: Option<(PathBuf, File)>,
     failed: &CancellationToken,
-) -> (Vec<Event>, Option<String>) {
+) -> (Vec<Event>, Option<HistoryError>) {
     let mut events = Vec::new();
     let mut out = file;
     let mut write_error = None;
@@ -105,14 +116,17 @@ fn write_all(
 fn flush_batch(
     out: &mut Option<(PathBuf, File)>,
     batch: &mut Vec<u8>,
-    write_error: &mut Option<String>,
+    write_error: &mut Option<HistoryError>,
     failed: &CancellationToken,
 ) {
     if let Some((path, file)) = out.as_mut()
         && !batch.is_empty()
         && let Err(e) = file.write_all(batch)
     {
-        *write_error = Some(format!("writing {}: {e}", path.display()));
+        *write_error = Some(HistoryError::Write {
+            path: path.clone(),
+            source: e,
+        });
         *out = None;
         failed.cancel();
     }
@@ -121,7 +135,7 @@ fn flush_batch(
 
 /// Append `events` to the history at `path` in one write, after the run's recorder closed it
 /// (what a run finds while leaving a server as it found it). The error says what failed.
-pub fn append_history(path: &Path, events: &[Event]) -> Result<(), String> {
+pub fn append_history(path: &Path, events: &[Event]) -> Result<(), HistoryError> {
     if events.is_empty() {
         return Ok(());
     }
@@ -134,13 +148,16 @@ pub fn append_history(path: &Path, events: &[Event]) -> Result<(), String> {
         .append(true)
         .open(path)
         .and_then(|mut file| file.write_all(&lines))
-        .map_err(|e| format!("appending to {}: {e}", path.display()))
+        .map_err(|source| HistoryError::Append {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// Closes the history and joins the writer.
 #[derive(Debug)]
 pub struct RecorderHandle {
-    thread: JoinHandle<(Vec<Event>, Option<String>)>,
+    thread: JoinHandle<(Vec<Event>, Option<HistoryError>)>,
     close: mpsc::Sender<Option<Event>>,
     failed: CancellationToken,
 }
@@ -151,8 +168,8 @@ impl RecorderHandle {
         self.failed.clone()
     }
 
-    /// Every event recorded so far, and a message if the file could not be written in full.
-    pub fn finish(self) -> (Vec<Event>, Option<String>) {
+    /// Every event recorded so far, and why the file could not be written in full, if not.
+    pub fn finish(self) -> (Vec<Event>, Option<HistoryError>) {
         let _ = self.close.send(None);
         self.thread.join().expect("history writer thread panicked")
     }
@@ -228,7 +245,8 @@ mod tests {
         assert!(woke <= 2, "the idle writer woke {woke} times in 300 ms");
         tx.send(None).unwrap();
         let (events, error) = writer.join().unwrap();
-        assert_eq!((events.len(), error), (1, None));
+        assert_eq!(events.len(), 1);
+        assert!(error.is_none(), "{error:?}");
     }
 
     /// A history that cannot be written (a full disk: /dev/full) says so at once, and keeps
@@ -253,7 +271,7 @@ mod tests {
         drop(recorder);
         let (events, error) = handle.finish();
         assert_eq!(events.len(), 1);
-        assert!(error.is_some_and(|e| e.contains("history.jsonl")));
+        assert!(error.is_some_and(|e| e.to_string().contains("history.jsonl")));
     }
 
     /// Every line written is whole and in order, however the events were batched.
@@ -271,7 +289,8 @@ mod tests {
         }
         drop(recorder);
         let (events, error) = handle.finish();
-        assert_eq!((events.len(), error), (20_000, None));
+        assert_eq!(events.len(), 20_000);
+        assert!(error.is_none(), "{error:?}");
         let read = read_history(&path).unwrap();
         assert_eq!(read, events);
     }

@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::KeyError;
 use super::template::{IDENTITY, KeyTemplate};
 
 /// The most templates a layout may have.
@@ -60,15 +61,12 @@ impl KeyLayout {
     }
 
     /// A layout from templates as written (at least one, at most [`TEMPLATES_MAX`]).
-    pub fn parse(texts: &[String], identities: u32, source: LayoutSource) -> Result<Self, String> {
+    pub fn parse(texts: &[String], identities: u32, source: LayoutSource) -> Result<Self, KeyError> {
         if texts.is_empty() {
-            return Err("a key layout needs at least one template, e.g. [\"rl:{identity}\"]".into());
+            return Err(KeyError::NoTemplates);
         }
         if texts.len() > TEMPLATES_MAX {
-            return Err(format!(
-                "a key layout of {} templates: at most {TEMPLATES_MAX} (each is scanned and subscribed to)",
-                texts.len()
-            ));
+            return Err(KeyError::TooManyTemplates { count: texts.len() });
         }
         let templates = texts
             .iter()

@@ -4,10 +4,12 @@
 //! One place parses a layout; the fault proxy, the observer, the planted setup and the
 //! checkers all read the same one.
 
+mod error;
 mod layout;
 mod suggest;
 mod template;
 
+pub use error::KeyError;
 pub use layout::{CLOCK_MARK, KeyLayout, LayoutSource, escape_braces, stable_text};
 pub use suggest::{Sighting, suggest_templates};
 pub use template::{IDENTITY, KeyTemplate};

@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
+use super::KeyError;
+
 /// The placeholder a template must hold exactly once.
 pub const IDENTITY: &str = "{identity}";
 
@@ -33,11 +35,12 @@ pub struct KeyTemplate {
 
 impl KeyTemplate {
     /// Parse a template; the error says what is wrong in one line.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, KeyError> {
         // Long: a parser of the template syntax, one arm per token, each error pointing at its column.
         if text.is_empty() {
-            return Err("a key template may not be empty".into());
+            return Err(KeyError::Empty);
         }
+        let text_owned = || text.to_owned();
         let mut parts = Vec::new();
         let mut literal = Vec::new();
         let mut rest = text;
@@ -55,26 +58,21 @@ impl KeyTemplate {
                 }
                 '{' => {
                     let Some(close) = rest.find('}') else {
-                        return Err(format!(
-                            "`{text}`: a `{{` without its `}}` (write `{{{{` for a literal brace)"
-                        ));
+                        return Err(KeyError::Unclosed { text: text_owned() });
                     };
                     let name = &rest[..=close];
                     if name != IDENTITY {
-                        return Err(format!(
-                            "`{text}`: unknown placeholder {name}; the only one is {IDENTITY} (write `{{{{` and `}}}}` for literal braces)"
-                        ));
+                        return Err(KeyError::UnknownPlaceholder {
+                            text: text_owned(),
+                            name: name.to_owned(),
+                        });
                     }
                     identities += 1;
                     flush(&mut literal, &mut parts);
                     parts.push(Part::Identity);
                     take = name.len();
                 }
-                '}' => {
-                    return Err(format!(
-                        "`{text}`: a `}}` without its `{{` (write `}}}}` for a literal brace)"
-                    ));
-                }
+                '}' => return Err(KeyError::Unopened { text: text_owned() }),
                 '*' | '?' => {
                     flush(&mut literal, &mut parts);
                     // `**` matches what `*` does: keep one.
@@ -83,24 +81,19 @@ impl KeyTemplate {
                     }
                 }
                 '[' | ']' | '\\' => {
-                    return Err(format!(
-                        "`{text}`: `{c}` is not supported in key templates (only the wildcards `*` and `?`)"
-                    ));
+                    return Err(KeyError::Unsupported {
+                        text: text_owned(),
+                        character: c,
+                    });
                 }
-                c if c.is_whitespace() || c.is_control() => {
-                    return Err(format!(
-                        "`{text}`: a key template may not contain spaces or control characters"
-                    ));
-                }
+                c if c.is_whitespace() || c.is_control() => return Err(KeyError::Whitespace { text: text_owned() }),
                 _ => literal.extend_from_slice(&rest.as_bytes()[..take]),
             }
             rest = &rest[take..];
         }
         flush(&mut literal, &mut parts);
         if identities != 1 {
-            return Err(format!(
-                "`{text}`: a key template names the identity exactly once, with {IDENTITY} (e.g. `rl:{IDENTITY}` or `app:{IDENTITY}:*`)"
-            ));
+            return Err(KeyError::IdentityCount { text: text_owned() });
         }
         Ok(Self {
             text: text.to_owned(),
@@ -376,7 +369,7 @@ mod tests {
             ("rl: {identity}", "spaces"),
             ("", "empty"),
         ] {
-            let err = KeyTemplate::parse(bad).unwrap_err();
+            let err = KeyTemplate::parse(bad).unwrap_err().to_string();
             assert!(err.contains(why), "{bad}: {err}");
         }
     }

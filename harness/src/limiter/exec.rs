@@ -10,6 +10,7 @@
 //! declared dead at once, and one that exits is gone: a fatal problem, every request waiting
 //! fails, later ones are refused.
 
+mod error;
 mod reply;
 
 use std::collections::HashMap;
@@ -28,6 +29,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use self::error::AdapterError;
 use self::reply::{
     Answer, LINE_MAX, LINE_MAX_TEXT, Line, MISSED_IN_ROW_MAX, Parsed, Tally, indeterminate, interpret, parse_reply,
     read_line_capped, violation,
@@ -37,7 +39,7 @@ use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, Recorder};
 use crate::keys::{KeyLayout, KeyTemplate, LayoutSource};
-use crate::scenario::{Limit, TtlMax};
+use crate::scenario::{Limit, TtlMax, TtlMaxError};
 
 /// The protocol version this harness speaks. Version 2 adds `now_ms` and `instance` to every
 /// request line; an adapter that says hello with version 1 is still served (it ignores them).
@@ -138,26 +140,23 @@ struct Hello {
 }
 
 impl Hello {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), AdapterError> {
         if !(1..=PROTOCOL_VERSION).contains(&self.protocol) {
-            return Err(format!(
-                "it speaks protocol {} and this harness speaks 1 to {PROTOCOL_VERSION}",
-                self.protocol
-            ));
+            return Err(AdapterError::Protocol { version: self.protocol });
         }
         if let Some(keys) = &self.keys {
             if keys.is_empty() {
-                return Err("its hello's `keys` is empty: leave it out, or give the templates of its keys".into());
+                return Err(AdapterError::EmptyKeys);
             }
             for key in keys {
-                KeyTemplate::parse(key).map_err(|e| format!("its hello's `keys`: {e}"))?;
+                KeyTemplate::parse(key).map_err(AdapterError::Keys)?;
             }
         }
-        self.ttl_max().map_err(|e| format!("its hello's {e}"))?;
+        self.ttl_max().map_err(AdapterError::TtlMax)?;
         Ok(())
     }
 
-    fn ttl_max(&self) -> Result<Option<TtlMax>, String> {
+    fn ttl_max(&self) -> Result<Option<TtlMax>, TtlMaxError> {
         TtlMax::declared(self.ttl_max_windows, self.ttl_max_ms)
     }
 }
@@ -267,15 +266,15 @@ impl Adapter {
 
     /// Route one line of the adapter's stdout; `Err` when it is no reply at all (the adapter
     /// is then declared dead, with that reason).
-    fn route(&self, line: &[u8]) -> Result<(), String> {
+    fn route(&self, line: &[u8]) -> Result<(), AdapterError> {
         if line.trim_ascii().is_empty() {
             return Ok(());
         }
         match parse_reply(line) {
-            Parsed::NotAReply(why) => Err(format!(
-                "it printed a line that is not a reply line ({why}): `{}`",
-                cut(&String::from_utf8_lossy(line))
-            )),
+            Parsed::NotAReply(why) => Err(AdapterError::NotAReply {
+                why,
+                line: cut(&String::from_utf8_lossy(line)),
+            }),
             Parsed::Malformed { id, why } => {
                 self.replied(id);
                 let quoted = cut(&String::from_utf8_lossy(line));
@@ -287,7 +286,7 @@ impl Adapter {
                 self.replied(id);
                 match interpret(reply) {
                     Ok(answer) => self.answer(id, answer),
-                    Err(why) => self.violated(id, why),
+                    Err(why) => self.violated(id, why.to_string()),
                 }
                 Ok(())
             }
@@ -409,7 +408,7 @@ impl ExecSession {
             Err(reason) => {
                 kill_group(pgid);
                 crate::backend::kill_run_processes(Some(&env.run_id), true, &mut Default::default());
-                return Err(fail(reason));
+                return Err(fail(reason.to_string()));
             }
         };
         let adapter = Arc::new(Adapter {
@@ -539,41 +538,37 @@ async fn read_hello(
     child: &mut Child,
     stdout: &mut BufReader<ChildStdout>,
     stderr_path: &Path,
-) -> Result<Hello, String> {
+) -> Result<Hello, AdapterError> {
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_line_capped(stdout, LINE_MAX)).await {
-        Err(_) => Err(format!(
-            "no hello line within {} s (the adapter must first print {{\"protocol\": 1}})",
-            HELLO_TIMEOUT.as_secs()
-        )),
-        Ok(Ok(Line::TooLong)) => Err(format!(
-            "its first line exceeds {LINE_MAX_TEXT}, the cap on a line (a hello is one JSON object: {{\"protocol\": 1, ...}})"
-        )),
+        Err(_) => Err(AdapterError::NoHello),
+        Ok(Ok(Line::TooLong)) => Err(AdapterError::HelloTooLong),
         Ok(Ok(Line::Eof) | Err(_)) => Err(exited_before_hello(child).await),
         Ok(Ok(Line::Text(line))) => parse_hello(&line),
     };
     hello
         .and_then(|h| h.validate().map(|()| h))
-        .map_err(|reason| format!("{reason}; {}", stderr_hint(stderr_path)))
+        .map_err(|reason| AdapterError::WithStderr {
+            reason: Box::new(reason),
+            stderr: stderr_hint(stderr_path),
+        })
 }
 
 /// Its stdout is closed but it may still run (stdout redirected): let it see EOF on stdin,
 /// give it a moment; the group is killed by the caller either way.
-async fn exited_before_hello(child: &mut Child) -> String {
+async fn exited_before_hello(child: &mut Child) -> AdapterError {
     drop(child.stdin.take());
     let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
-        Ok(Ok(status)) => status.to_string(),
-        _ => "still running with its stdout closed".to_owned(),
+        Ok(Ok(status)) => Some(status),
+        _ => None,
     };
-    format!("the adapter exited before its hello line ({status})")
+    AdapterError::ExitedBeforeHello { status }
 }
 
 /// A hello is a JSON object (serde would read an array such as `[1]` field by field).
-fn parse_hello(line: &[u8]) -> Result<Hello, String> {
-    let not_hello = |e: String| {
-        format!(
-            "its first line is not a hello ({{\"protocol\": 1, ...}}): {e}: `{}`",
-            cut(&String::from_utf8_lossy(line))
-        )
+fn parse_hello(line: &[u8]) -> Result<Hello, AdapterError> {
+    let not_hello = |why: String| AdapterError::NotHello {
+        why,
+        line: cut(&String::from_utf8_lossy(line)),
     };
     let value = serde_json::from_slice::<serde_json::Value>(line).map_err(|e| not_hello(e.to_string()))?;
     if !value.is_object() {
@@ -616,7 +611,7 @@ async fn read_replies(mut stdout: BufReader<ChildStdout>, adapter: Arc<Adapter>)
         match read_line_capped(&mut stdout, LINE_MAX).await {
             Ok(Line::Text(line)) => {
                 if let Err(reason) = adapter.route(&line) {
-                    break (reason, true);
+                    break (reason.to_string(), true);
                 }
             }
             Ok(Line::TooLong) => {
@@ -776,43 +771,32 @@ impl Limiter for ExecSession {
 mod tests {
     use super::*;
 
-    fn hello(json: &str) -> Result<(), String> {
+    fn hello(json: &str) -> Result<(), AdapterError> {
         parse_hello(json.as_bytes())?.validate()
+    }
+
+    /// Why the hello `json` is refused.
+    fn refused(json: &str) -> String {
+        hello(json).unwrap_err().to_string()
     }
 
     #[test]
     fn hello_fields_are_checked() {
         assert!(hello(r#"{"protocol": 1}"#).is_ok());
         assert!(hello(r#"{"protocol": 2}"#).is_ok());
-        assert!(hello(r#"{"protocol": 3}"#).unwrap_err().contains("1 to 2"));
+        assert!(refused(r#"{"protocol": 3}"#).contains("1 to 2"));
         assert!(hello(r#"{"protocol": 1, "keys": ["app:{identity}:*"], "ttl_max_windows": 2, "plant": true}"#).is_ok());
-        assert!(hello(r#"{"protocol": 0}"#).unwrap_err().contains("protocol 0"));
-        assert!(
-            hello(r#"{"protocol": 1, "keys": ["app:{id}"]}"#)
-                .unwrap_err()
-                .contains("unknown placeholder")
-        );
-        assert!(hello(r#"{"protocol": 1, "keys": []}"#).unwrap_err().contains("empty"));
-        assert!(
-            hello(r#"{"protocol": 1, "ttl_max_windows": 0}"#)
-                .unwrap_err()
-                .contains("positive")
-        );
+        assert!(refused(r#"{"protocol": 0}"#).contains("protocol 0"));
+        assert!(refused(r#"{"protocol": 1, "keys": ["app:{id}"]}"#).contains("unknown placeholder"));
+        assert!(refused(r#"{"protocol": 1, "keys": []}"#).contains("empty"));
+        assert!(refused(r#"{"protocol": 1, "ttl_max_windows": 0}"#).contains("positive"));
         // A daily cap: 26 h in windows of 50 ms, or in ms; not both.
         assert!(hello(r#"{"protocol": 2, "ttl_max_windows": 1872000}"#).is_ok());
         assert!(hello(r#"{"protocol": 2, "ttl_max_ms": 93600000}"#).is_ok());
-        assert!(
-            hello(r#"{"protocol": 2, "ttl_max_ms": 1, "ttl_max_windows": 1}"#)
-                .unwrap_err()
-                .contains("both")
-        );
-        assert!(
-            hello(r#"{"protocol": 1, "keyz": []}"#)
-                .unwrap_err()
-                .contains("unknown field")
-        );
+        assert!(refused(r#"{"protocol": 2, "ttl_max_ms": 1, "ttl_max_windows": 1}"#).contains("both"));
+        assert!(refused(r#"{"protocol": 1, "keyz": []}"#).contains("unknown field"));
         // Serde reads a sequence into a struct field by field: not for a hello.
-        assert!(hello("[1]").unwrap_err().contains("not a JSON object"));
+        assert!(refused("[1]").contains("not a JSON object"));
         assert!(hello("[1, null, null, null, null, null, false]").is_err());
     }
 
@@ -850,7 +834,10 @@ mod tests {
     async fn a_line_that_is_no_reply_declares_the_adapter_dead_at_once() {
         let (adapter, handle) = adapter();
         let waiting = [adapter.enlist(5).unwrap(), adapter.enlist(6).unwrap()];
-        let reason = adapter.route(b"[5, true, 3, null, false, null]").unwrap_err();
+        let reason = adapter
+            .route(b"[5, true, 3, null, false, null]")
+            .unwrap_err()
+            .to_string();
         assert!(reason.contains("not a reply line (a JSON array"), "{reason}");
         adapter.end(&reason, true);
         for rx in waiting {

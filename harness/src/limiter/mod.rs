@@ -2,6 +2,7 @@
 //! hands every gap between two round trips to the nemesis.
 
 mod builtin;
+mod error;
 mod exec;
 mod script;
 mod template;
@@ -17,6 +18,7 @@ use redis::aio::MultiplexedConnection;
 pub use crate::scenario::Algorithm;
 pub use crate::trip::{KEYS_PER_REQUEST_MAX, RequestCtx, TripSummary, keys_at_gap, remember_keys};
 pub use builtin::{BUILTIN_NAMES, BUILTINS, Builtin, builtin};
+pub use error::LimiterError;
 pub use exec::{ExecSpec, PROTOCOL_VERSION};
 pub use script::{ResultMapping, ScriptConvention, ScriptLimiter, decide, parse_convention};
 pub use wire::Wire;

@@ -32,7 +32,7 @@ use serde::Deserialize;
 
 use super::builtin::lua::LuaScript;
 use super::template::{Template, Values};
-use super::{Algorithm, Decision, Limiter, Plant, Wire};
+use super::{Algorithm, Decision, Limiter, LimiterError, Plant, Wire};
 use crate::error::SetupError;
 use crate::keys::{KeyLayout, KeyTemplate, LayoutSource};
 use crate::scenario::{Limit, TtlMax};
@@ -107,15 +107,15 @@ impl Default for ScriptConvention {
 }
 
 impl ScriptConvention {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), LimiterError> {
         for template in self.keys.iter().chain(&self.args).chain(self.plant.iter().flatten()) {
             Template::parse(template)?;
         }
         for key in self.layout.iter().flatten() {
-            KeyTemplate::parse(key).map_err(|e| format!("layout: {e}"))?;
+            KeyTemplate::parse(key).map_err(LimiterError::Layout)?;
         }
         if self.layout.as_ref().is_some_and(Vec::is_empty) {
-            return Err("`layout` is empty: leave it out to take the KEYS templates".into());
+            return Err(LimiterError::EmptyLayout);
         }
         TtlMax::declared(self.ttl_max_windows, self.ttl_max_ms)?;
         if self.layout.is_none() {
@@ -125,14 +125,14 @@ impl ScriptConvention {
             && self.result.count_index.is_none()
             && self.result.allowed_value.is_some()
         {
-            return Err("[result] allowed_value needs allowed_index".into());
+            return Err(LimiterError::AllowedValueAlone);
         }
         Ok(())
     }
 
     /// Each KEYS template that names the identity must make a key template (else the sidecar
     /// must say its keys with `layout`).
-    fn key_templates_checked(&self) -> Result<(), String> {
+    fn key_templates_checked(&self) -> Result<(), LimiterError> {
         let probe = Limit {
             requests_max: 1,
             window_ms: 1000,
@@ -143,8 +143,9 @@ impl ScriptConvention {
         };
         for key in &self.keys {
             if let Some(template) = Template::parse(key)?.as_key_template(&probe) {
-                KeyTemplate::parse(&template).map_err(|e| {
-                    format!("KEYS template `{key}` cannot describe the script's keys ({e}): give them with `layout`")
+                KeyTemplate::parse(&template).map_err(|source| LimiterError::KeysTemplate {
+                    key: key.clone(),
+                    source,
                 })?;
             }
         }
@@ -299,16 +300,17 @@ fn read_capped(path: &Path, what: &str) -> Result<String, SetupError> {
 }
 
 /// Map a script's reply to a decision by the convention.
-pub fn decide(reply: &Value, mapping: &ResultMapping, limit: &Limit) -> Result<Decision, String> {
-    let pick = |index: usize| -> Result<&Value, String> {
+pub fn decide(reply: &Value, mapping: &ResultMapping, limit: &Limit) -> Result<Decision, LimiterError> {
+    let pick = |index: usize| -> Result<&Value, LimiterError> {
         if index == 0 {
             return Ok(reply);
         }
         match reply {
-            Value::Array(items) => items
-                .get(index - 1)
-                .ok_or_else(|| format!("the reply has {} element(s), no element {index}", items.len())),
-            other => Err(format!("expected an array reply, got {other:?}")),
+            Value::Array(items) => items.get(index - 1).ok_or(LimiterError::NoElement {
+                len: items.len(),
+                index,
+            }),
+            other => Err(LimiterError::NotAnArray { reply: other.clone() }),
         }
     };
     let count = match mapping.count_index {
@@ -342,7 +344,7 @@ pub fn decide(reply: &Value, mapping: &ResultMapping, limit: &Limit) -> Result<D
 
 /// An allowed flag: a number, or a Lua boolean (`true` arrives as 1, `false` as nil). Nil
 /// (`false`) is a denial whatever number means "allowed": None never matches.
-fn flag(v: &Value) -> Result<Option<i64>, String> {
+fn flag(v: &Value) -> Result<Option<i64>, LimiterError> {
     match v {
         Value::Nil => Ok(None),
         other => number(other).map(Some),
@@ -350,13 +352,11 @@ fn flag(v: &Value) -> Result<Option<i64>, String> {
 }
 
 /// A count: a number of requests, so never negative; a nil or empty reply carries no decision.
-fn integer(v: &Value) -> Result<i64, String> {
+fn integer(v: &Value) -> Result<i64, LimiterError> {
     match v {
-        Value::Nil => {
-            Err("expected a count, got nil (a script that returns nothing, nil or false decides nothing)".into())
-        }
+        Value::Nil => Err(LimiterError::NilCount),
         other => match number(other)? {
-            n if n < 0 => Err(format!("expected a count, got {n} (a negative count decides nothing)")),
+            count if count < 0 => Err(LimiterError::NegativeCount { count }),
             n => Ok(n),
         },
     }
@@ -365,24 +365,21 @@ fn integer(v: &Value) -> Result<i64, String> {
 /// A number the decision can rest on: an integer, a boolean, or a string holding an integer
 /// (`"5"`). A fraction (`"1.5"`) or a number past what a count can hold is an error, never
 /// rounded or clamped into a decision.
-fn number(v: &Value) -> Result<i64, String> {
+fn number(v: &Value) -> Result<i64, LimiterError> {
     let text = |s: &str| {
         s.trim()
             .parse::<i64>()
-            .map_err(|_| format!("expected an integer, got {:?}", cut(s)))
+            .map_err(|_| LimiterError::NotAnInteger { text: cut(s) })
     };
     match v {
         Value::Int(n) => Ok(*n),
         Value::Boolean(b) => Ok(i64::from(*b)),
         Value::BulkString(bytes) => match std::str::from_utf8(bytes) {
             Ok(s) => text(s),
-            Err(_) => Err(format!(
-                "expected an integer, got {} bytes that are not text",
-                bytes.len()
-            )),
+            Err(_) => Err(LimiterError::NotText { len: bytes.len() }),
         },
         Value::SimpleString(s) => text(s),
-        other => Err(format!("expected an integer, got {other:?}")),
+        other => Err(LimiterError::NotANumber { reply: other.clone() }),
     }
 }
 
@@ -523,7 +520,7 @@ mod tests {
             decide(&bulk("5"), &m, &limit()).unwrap().allowed,
             "an integer-valued string"
         );
-        let half = decide(&bulk("1.5"), &m, &limit()).unwrap_err();
+        let half = decide(&bulk("1.5"), &m, &limit()).unwrap_err().to_string();
         assert!(half.contains("expected an integer") && half.contains("1.5"), "{half}");
         let huge = Value::Array(vec![Value::Int(1), bulk(&"9".repeat(30))]);
         assert!(decide(&huge, &m, &limit()).is_err(), "a count past i64 is no count");
@@ -543,14 +540,14 @@ mod tests {
     #[test]
     fn replies_that_carry_no_decision_are_errors() {
         let m = ResultMapping::default();
-        let nil = decide(&Value::Nil, &m, &limit()).unwrap_err();
+        let nil = decide(&Value::Nil, &m, &limit()).unwrap_err().to_string();
         assert!(nil.contains("nil"), "{nil}");
         assert!(
             decide(&Value::BulkString(Vec::new()), &m, &limit()).is_err(),
             "an empty reply"
         );
         assert!(decide(&Value::Array(vec![]), &m, &limit()).is_err(), "an empty array");
-        let negative = decide(&Value::Int(-1), &m, &limit()).unwrap_err();
+        let negative = decide(&Value::Int(-1), &m, &limit()).unwrap_err().to_string();
         assert!(negative.contains("negative"), "{negative}");
         assert!(
             decide(&Value::Array(vec![Value::Int(1), Value::Int(-3)]), &m, &limit()).is_err(),

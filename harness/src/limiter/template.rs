@@ -1,6 +1,7 @@
 //! Templates of a Lua sidecar (`keys`, `args`, `plant`): `{name}` placeholders filled in per
 //! request, `{{` and `}}` for literal braces (`bucket.{{{identity}}}` is `bucket.{7}`).
 
+use super::LimiterError;
 use crate::keys::{IDENTITY, escape_braces};
 use crate::scenario::Limit;
 
@@ -37,7 +38,7 @@ pub struct Template {
 }
 
 impl Template {
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, LimiterError> {
         let mut pieces = Vec::new();
         let mut literal = String::new();
         let mut rest = text;
@@ -48,16 +49,14 @@ impl Template {
                 take = 2;
             } else if c == '{' {
                 let Some(close) = rest.find('}') else {
-                    return Err(format!(
-                        "`{text}`: a `{{` without its `}}` (write `{{{{` for a literal brace)"
-                    ));
+                    return Err(LimiterError::Unclosed { text: text.to_owned() });
                 };
                 let name = &rest[1..close];
                 let Some(field) = PLACEHOLDERS.iter().find(|p| **p == name) else {
-                    return Err(format!(
-                        "`{text}`: unknown placeholder {{{name}}}; known: {}",
-                        PLACEHOLDERS.map(|p| format!("{{{p}}}")).join(" ")
-                    ));
+                    return Err(LimiterError::UnknownPlaceholder {
+                        text: text.to_owned(),
+                        name: name.to_owned(),
+                    });
                 };
                 if !literal.is_empty() {
                     pieces.push(Piece::Text(std::mem::take(&mut literal)));
@@ -65,9 +64,7 @@ impl Template {
                 pieces.push(Piece::Field(field));
                 take = close + 1;
             } else if c == '}' {
-                return Err(format!(
-                    "`{text}`: a `}}` without its `{{` (write `}}}}` for a literal brace)"
-                ));
+                return Err(LimiterError::Unopened { text: text.to_owned() });
             } else {
                 literal.push(c);
             }
@@ -189,6 +186,7 @@ mod tests {
         assert!(
             Template::parse("{windw_ms}")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown placeholder {windw_ms}")
         );
         assert!(Template::parse("a{b").is_err());

@@ -11,10 +11,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::backend::Backend;
 use crate::checker::Verdict;
+use crate::error::SetupError;
 use crate::limiter::Limiter;
 use crate::report::Report;
 use crate::runner::{self, RunConfig};
-use crate::scenario::{Adjust, Scenario};
+use crate::scenario::{Adjust, AdjustError, Scenario};
 
 /// A limiter of the matrix: its column's name, and what it changes in every scenario.
 #[derive(Clone)]
@@ -113,8 +114,38 @@ pub struct Cell {
     pub expected: Expectation,
     pub note: Option<String>,
     /// The report, or why the cell could not run.
-    pub outcome: Result<Report, String>,
+    pub outcome: Result<Report, CellError>,
     pub wall_ms: u64,
+}
+
+/// Why a cell has no report.
+#[derive(Debug, thiserror::Error)]
+pub enum CellError {
+    /// The limiter's changes to the scenario do not apply to it.
+    #[error("limiter `{limiter}`: {source}")]
+    Adjust { limiter: String, source: AdjustError },
+    /// The run could not start, or could not go on.
+    #[error(transparent)]
+    Run(#[from] Box<SetupError>),
+    /// The cell's own runtime could not be built.
+    #[error("starting the cell's runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The cell's own thread could not be started.
+    #[error("starting the cell's thread: {0}")]
+    Thread(#[source] std::io::Error),
+    /// The cell's thread ended without a result.
+    #[error("the cell's thread died (a harness bug)")]
+    ThreadDied,
+    /// The matrix was interrupted before the cell started.
+    #[error("not run: the matrix was interrupted")]
+    NotRun,
+}
+
+impl CellError {
+    /// The first line of the message, for a line of progress or a table's cell.
+    pub fn headline(&self) -> String {
+        self.to_string().lines().next().unwrap_or_default().to_owned()
+    }
 }
 
 impl Cell {
@@ -189,7 +220,7 @@ pub async fn run_matrix(config: MatrixConfig) -> Vec<Cell> {
                 let cell = run_cell(config, server, scenario, limiter).await;
                 let verdict = match &cell.outcome {
                     Ok(r) => r.verdict.name().to_uppercase(),
-                    Err(e) => format!("ERROR ({})", e.lines().next().unwrap_or_default()),
+                    Err(e) => format!("ERROR ({})", e.headline()),
                 };
                 let mark = if cell.as_expected() {
                     ""
@@ -269,12 +300,15 @@ async fn run_cell(config: &MatrixConfig, server: &MatrixServer, scenario: &Scena
         expected: Expectation::of(scenario, limiter.limiter.as_ref()),
         note: scenario.expect.notes.get(&name).cloned(),
         limiter: name,
-        outcome: Err(String::new()),
+        outcome: Err(CellError::NotRun),
         wall_ms: 0,
     };
     let mut scenario = scenario.clone();
-    if let Err(e) = scenario.adjust(&limiter.adjust) {
-        cell.outcome = Err(format!("limiter `{}`: {e}", limiter.name));
+    if let Err(source) = scenario.adjust(&limiter.adjust) {
+        cell.outcome = Err(CellError::Adjust {
+            limiter: limiter.name.clone(),
+            source,
+        });
         return cell;
     }
     let seed = config.seed.or(scenario.seed).unwrap_or(0);
@@ -311,25 +345,24 @@ async fn run_cell(config: &MatrixConfig, server: &MatrixServer, scenario: &Scena
 /// Run one cell on a thread of its own with its own runtime: the operating system then
 /// shares the cores between cells, so a cell that mostly waits (and whose verdict depends
 /// on its timing) is not queued behind the tasks of a cell that floods the server.
-pub async fn run_on_own_thread(run: RunConfig) -> Result<Report, String> {
+pub async fn run_on_own_thread(run: RunConfig) -> Result<Report, CellError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new().name("matrix-cell".into()).spawn(move || {
         let result = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("starting the cell's runtime: {e}"))
+            .map_err(CellError::Runtime)
             .and_then(|rt| {
                 rt.block_on(runner::run(run))
                     .map(|o| o.report)
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| CellError::Run(Box::new(e)))
             });
         let _ = tx.send(result);
     });
     if let Err(e) = spawned {
-        return Err(format!("starting the cell's thread: {e}"));
+        return Err(CellError::Thread(e));
     }
-    rx.await
-        .unwrap_or_else(|_| Err("the cell's thread died (a harness bug)".into()))
+    rx.await.unwrap_or(Err(CellError::ThreadDied))
 }
 
 fn not_run(server: &MatrixServer, scenario: &Scenario, limiter: &MatrixLimiter) -> Cell {
@@ -340,7 +373,7 @@ fn not_run(server: &MatrixServer, scenario: &Scenario, limiter: &MatrixLimiter) 
         expected: Expectation::of(scenario, limiter.limiter.as_ref()),
         note: None,
         limiter: name,
-        outcome: Err("not run: the matrix was interrupted".into()),
+        outcome: Err(CellError::NotRun),
         wall_ms: 0,
     }
 }

@@ -6,8 +6,8 @@ mod cells;
 mod table;
 
 pub use cells::{
-    Cell, Expectation, MatrixConfig, MatrixLimiter, MatrixServer, expected_ms, run_matrix, run_on_own_thread, sanitize,
-    server_dir_name,
+    Cell, CellError, Expectation, MatrixConfig, MatrixLimiter, MatrixServer, expected_ms, run_matrix,
+    run_on_own_thread, sanitize, server_dir_name,
 };
 pub use table::{TableContext, grid, render_table, short_label};
 

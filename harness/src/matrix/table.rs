@@ -153,7 +153,7 @@ fn findings(out: &mut String, cells: &[Cell]) {
         };
         let got = match &cell.outcome {
             Ok(r) => r.verdict.name().to_owned(),
-            Err(e) => format!("error: {}", e.lines().next().unwrap_or_default()),
+            Err(e) => format!("error: {}", e.headline()),
         };
         // On an older server, the limiter's failing commands are the reason, whatever the
         // scenario's note (written for a server that has them) says.

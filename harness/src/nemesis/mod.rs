@@ -15,4 +15,4 @@ pub use flood::{CACHE_PREFIX, CacheFlood, FloodTotals};
 pub use gap::{GapHook, GapOutcome, Nemesis, NoFaults};
 pub use gate::Hold;
 pub use rules::{CommandRule, GapMatch, GapRule};
-pub use server::{ServerNemesis, clients};
+pub use server::{FaultError, ServerNemesis, clients};

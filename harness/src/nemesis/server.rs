@@ -8,9 +8,10 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{HARNESS_CLIENT_NAME, configure_after_restart, connect};
+use crate::backend::{BackendError, HARNESS_CLIENT_NAME, configure_after_restart, connect};
 use crate::backend::{ServerHandle, socket_addr};
 use crate::clock::RunClock;
+use crate::error::SetupError;
 use crate::history::{Event, Recorder};
 use redis::aio::MultiplexedConnection;
 
@@ -124,7 +125,11 @@ impl<'a> ServerNemesis<'a> {
 
     /// Kill, start again, then give the server back what the run configured (and the
     /// keyspace notifications the observer listens to).
-    async fn restart(&self, persistence: Persistence, outage: &mut Option<(u64, u64, u64)>) -> Result<String, String> {
+    async fn restart(
+        &self,
+        persistence: Persistence,
+        outage: &mut Option<(u64, u64, u64)>,
+    ) -> Result<String, FaultError> {
         self.server.kill().await?;
         let down_us = self.clock.now_us();
         // Until it is told to start it surely cannot answer; it may answer a moment before
@@ -142,7 +147,7 @@ impl<'a> ServerNemesis<'a> {
         })
     }
 
-    async fn pause(&self, pause_ms: u64, outage: &mut Option<(u64, u64, u64)>) -> Result<String, String> {
+    async fn pause(&self, pause_ms: u64, outage: &mut Option<(u64, u64, u64)>) -> Result<String, FaultError> {
         self.server.freeze().await?;
         let frozen_us = self.clock.now_us();
         tokio::time::sleep(Duration::from_millis(pause_ms)).await;
@@ -153,25 +158,25 @@ impl<'a> ServerNemesis<'a> {
         Ok(format!("paused the server (SIGSTOP / docker pause) for {pause_ms} ms"))
     }
 
-    async fn script_flush(&self) -> Result<String, String> {
-        let mut conn = connect(self.server.url()).await.map_err(|e| e.to_string())?;
+    async fn script_flush(&self) -> Result<String, FaultError> {
+        let mut conn = connect(self.server.url()).await?;
         let () = redis::cmd("SCRIPT")
             .arg("FLUSH")
             .query_async(&mut conn)
             .await
-            .map_err(|e| format!("SCRIPT FLUSH: {e}"))?;
+            .map_err(BackendError::command("SCRIPT FLUSH"))?;
         Ok("SCRIPT FLUSH: every loaded script is gone (as after a restart or a failover)".into())
     }
 
     /// Kill every client connection but the harness's own ([`HARNESS_CLIENT_NAME`]) and the
     /// keyspace subscriber's: what is left is the limiter's (or the fault proxy's on its behalf).
-    async fn client_kill(&self) -> Result<String, String> {
-        let mut conn = connect(self.server.url()).await.map_err(|e| e.to_string())?;
+    async fn client_kill(&self) -> Result<String, FaultError> {
+        let mut conn = connect(self.server.url()).await?;
         let list: String = redis::cmd("CLIENT")
             .arg("LIST")
             .query_async(&mut conn)
             .await
-            .map_err(|e| format!("CLIENT LIST: {e}"))?;
+            .map_err(BackendError::command("CLIENT LIST"))?;
         let victims: Vec<String> = clients(&list)
             .into_iter()
             .filter(|c| !c.harness)
@@ -204,14 +209,10 @@ impl ServerNemesis<'_> {
         lose_writes_ms: u64,
         connections: FailoverConnections,
         outage: &mut Option<(u64, u64, u64)>,
-    ) -> Result<String, String> {
-        let pair = self
-            .server
-            .as_pair()
-            .ok_or("the server has no replica to fail over to (a scenario with a failover fault starts one)")?;
-        let harness_conn = |url: String| async move { connect(&url).await.map_err(|e| e.to_string()) };
-        let mut old = harness_conn(pair.primary_url().to_owned()).await?;
-        let mut new = harness_conn(pair.replica_url().to_owned()).await?;
+    ) -> Result<String, FaultError> {
+        let pair = self.server.as_pair().ok_or(FaultError::NoReplica)?;
+        let mut old = connect(pair.primary_url()).await?;
+        let mut new = connect(pair.replica_url()).await?;
         // The promoted node must have what the run configured (CONFIG SET is not replicated).
         configure_after_restart(pair.replica_url(), &self.settings, self.events_on).await?;
         let start_us = self.clock.now_us();
@@ -258,7 +259,7 @@ impl ServerNemesis<'_> {
 }
 
 /// Send `words` as one command; an error reply names it.
-async fn command(conn: &mut MultiplexedConnection, words: &[&str]) -> Result<(), String> {
+async fn command(conn: &mut MultiplexedConnection, words: &[&str]) -> Result<(), BackendError> {
     let mut cmd = redis::cmd(words[0]);
     for word in &words[1..] {
         cmd.arg(*word);
@@ -266,16 +267,16 @@ async fn command(conn: &mut MultiplexedConnection, words: &[&str]) -> Result<(),
     cmd.query_async::<redis::Value>(conn)
         .await
         .map(drop)
-        .map_err(|e| format!("{}: {e}", words.join(" ")))
+        .map_err(BackendError::command(words.join(" ")))
 }
 
 /// A field of `INFO replication` (0 when absent, as a replica's master offset is).
-async fn repl_offset(conn: &mut MultiplexedConnection, field: &str) -> Result<u64, String> {
+async fn repl_offset(conn: &mut MultiplexedConnection, field: &str) -> Result<u64, BackendError> {
     let info: String = redis::cmd("INFO")
         .arg("replication")
         .query_async(conn)
         .await
-        .map_err(|e| format!("INFO replication: {e}"))?;
+        .map_err(BackendError::command("INFO replication"))?;
     Ok(info
         .lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
@@ -288,7 +289,7 @@ async fn caught_up(
     primary: &mut MultiplexedConnection,
     replica: &mut MultiplexedConnection,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), FaultError> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let sent = repl_offset(primary, "master_repl_offset").await?;
@@ -296,7 +297,9 @@ async fn caught_up(
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(format!("the replica had not caught up within {} s", timeout.as_secs()));
+            return Err(FaultError::NotCaughtUp {
+                timeout_s: timeout.as_secs(),
+            });
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -307,17 +310,17 @@ async fn caught_up(
 async fn close_connections(
     conn: &mut MultiplexedConnection,
     connections: FailoverConnections,
-) -> Result<usize, String> {
+) -> Result<usize, BackendError> {
     let list: String = redis::cmd("CLIENT")
         .arg("LIST")
         .query_async(conn)
         .await
-        .map_err(|e| format!("CLIENT LIST: {e}"))?;
+        .map_err(BackendError::command("CLIENT LIST"))?;
     let own: i64 = redis::cmd("CLIENT")
         .arg("ID")
         .query_async(conn)
         .await
-        .map_err(|e| format!("CLIENT ID: {e}"))?;
+        .map_err(BackendError::command("CLIENT ID"))?;
     let mut closed = 0;
     for client in clients(&list) {
         if client.id == own.to_string() || (!client.harness && connections == FailoverConnections::Stay) {
@@ -332,6 +335,29 @@ async fn close_connections(
         closed += usize::from(killed.is_ok_and(|n| n > 0));
     }
     Ok(closed)
+}
+
+/// Why a server fault could not strike (recorded as a fatal problem of the run).
+#[derive(Debug, thiserror::Error)]
+pub enum FaultError {
+    /// The server, or a command to it, failed.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The harness could not connect to the server, or configure it again.
+    #[error(transparent)]
+    Setup(#[from] Box<SetupError>),
+    /// A failover on a server started without a replica.
+    #[error("the server has no replica to fail over to (a scenario with a failover fault starts one)")]
+    NoReplica,
+    /// The replica had not caught up with the write-paused primary in time.
+    #[error("the replica had not caught up within {timeout_s} s")]
+    NotCaughtUp { timeout_s: u64 },
+}
+
+impl From<SetupError> for FaultError {
+    fn from(error: SetupError) -> Self {
+        Self::Setup(Box::new(error))
+    }
 }
 
 /// Whether the server comes back from the fault with its keys.

@@ -724,7 +724,7 @@ pub async fn leave_server_as_found(
             if failed.is_empty() {
                 crate::backend::forget_settings(&state.run_id);
             }
-            failed.into_iter().for_each(&mut noted);
+            failed.into_iter().map(|e| e.to_string()).for_each(&mut noted);
         }
         Err(e) => noted(format!(
             "could not reconnect to delete the run's keys and restore settings: {e}"

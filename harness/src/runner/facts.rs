@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::error::JudgeError;
 use crate::history::{Event, LimiterFacts, ServerRole};
 use crate::scenario::{Scenario, parse_scenario};
 
@@ -44,7 +45,7 @@ pub struct ServerFacts {
 impl RunFacts {
     /// The facts of `events`, and the scenario its header records (parsed and adjusted as
     /// the run had it). An error says what the history lacks.
-    pub fn read(events: &[Event]) -> Result<(Self, Scenario), String> {
+    pub fn read(events: &[Event]) -> Result<(Self, Scenario), JudgeError> {
         let Some(Event::Run {
             scenario,
             limiter,
@@ -57,13 +58,13 @@ impl RunFacts {
             adjust,
         }) = events.first()
         else {
-            return Err("its first line is not the run's header (`\"type\":\"run\"`)".into());
+            return Err(JudgeError::NoHeader);
         };
         if scenario_text.is_empty() {
-            return Err("its header does not carry the scenario's text (written by an older limiter-harness)".into());
+            return Err(JudgeError::NoScenarioText);
         }
-        let mut parsed = parse_scenario(Path::new(scenario_file), scenario_text)
-            .map_err(|e| format!("the scenario it records does not parse: {e}"))?;
+        let mut parsed =
+            parse_scenario(Path::new(scenario_file), scenario_text).map_err(|e| JudgeError::Scenario(Box::new(e)))?;
         parsed.shipped = *shipped;
         parsed.adjust(adjust)?;
         let mut facts = Self {

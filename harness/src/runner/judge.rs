@@ -4,6 +4,7 @@
 //! old histories.
 
 use super::assemble;
+use super::error::JudgeError;
 use super::facts::RunFacts;
 use crate::checker::{self, CheckInput, TtlBound};
 use crate::history::{Event, HistoryIndex};
@@ -22,14 +23,11 @@ pub struct Judgement {
 }
 
 /// Judge a run from its history alone. The error says why the history cannot be judged.
-pub fn judge_history(events: Vec<Event>) -> Result<Judgement, String> {
+pub fn judge_history(events: Vec<Event>) -> Result<Judgement, JudgeError> {
     let (facts, scenario) = RunFacts::read(&events)?;
-    let limiter = facts
-        .limiter
-        .clone()
-        .ok_or("it never says which limiter ran (no `\"type\":\"limiter\"` line)")?;
+    let limiter = facts.limiter.clone().ok_or(JudgeError::NoLimiter)?;
     let layout = KeyLayout::parse(&limiter.keys, scenario.limit.identities, limiter.keys_from.clone())
-        .map_err(|e| format!("the key layout it records does not parse: {e}"))?;
+        .map_err(JudgeError::Layout)?;
     let ttl = TtlBound::resolve(&scenario.limit, &scenario.check, limiter.algorithm, limiter.ttl_max());
     let index = HistoryIndex::new(events, &layout);
     let results = checker::check(&CheckInput {

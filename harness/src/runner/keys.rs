@@ -3,6 +3,7 @@
 
 use redis::aio::MultiplexedConnection;
 
+use super::error::SetupRefused;
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, Recorder};
@@ -175,27 +176,22 @@ async fn foreign(
     identity: u32,
     layout: &KeyLayout,
     admin: &mut MultiplexedConnection,
-) -> Result<(), String> {
+) -> Result<(), SetupRefused> {
     let name = args.first().map(|a| a.to_ascii_uppercase()).unwrap_or_default();
     if SERVER_WIDE.contains(&name.as_str()) {
-        return Err(format!("{name} acts on the whole server (or on keys a script picks)"));
+        return Err(SetupRefused::ServerWide { command: name });
     }
     let mut getkeys = redis::cmd("COMMAND");
     getkeys.arg("GETKEYS");
     for arg in args {
         getkeys.arg(arg);
     }
-    let keys: Vec<String> = getkeys
-        .query_async(admin)
-        .await
-        .map_err(|e| format!("the server names no key of it ({e})"))?;
+    let keys: Vec<String> = getkeys.query_async(admin).await.map_err(SetupRefused::KeysUnknown)?;
     if keys.is_empty() {
-        return Err("it names no key".into());
+        return Err(SetupRefused::NoKey);
     }
-    match keys.iter().find(|k| !layout.is_key_of(k, identity)) {
-        Some(other) => Err(format!(
-            "it names `{other}`, which is not one of identity {identity}'s keys"
-        )),
+    match keys.into_iter().find(|k| !layout.is_key_of(k, identity)) {
+        Some(key) => Err(SetupRefused::OtherKey { key, identity }),
         None => Ok(()),
     }
 }

@@ -4,6 +4,7 @@
 
 mod assemble;
 mod driver;
+mod error;
 mod execute;
 mod facts;
 mod judge;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 pub use crate::backend::{
     HARNESS_CLIENT_NAME, RESPONSE_TIMEOUT, configure_after_restart, connect, restore as restore_settings,
 };
+pub use error::JudgeError;
 pub use execute::NEEDS_NEWER_SERVER;
 pub use facts::RunFacts;
 pub use judge::{Judgement, judge_history};
@@ -26,7 +28,7 @@ pub use progress::Progress;
 use crate::backend::Backend;
 use crate::clock::RunClock;
 use crate::error::SetupError;
-use crate::history::{Event, LimiterFacts, Recorder};
+use crate::history::{Event, HistoryError, LimiterFacts, Recorder};
 use crate::keys::KeyLayout;
 use crate::limiter::Limiter;
 use crate::report::{Report, TimelineLimits, write_report, write_timeline};
@@ -87,7 +89,7 @@ pub struct RunOutcome {
     /// Servers that could not be stopped (the user should run `limiter-harness clean`).
     pub leftovers: Vec<String>,
     /// Set when the history file could not be written in full.
-    pub history_error: Option<String>,
+    pub history_error: Option<HistoryError>,
 }
 
 /// Run the scenario. Setup problems are errors; everything the limiter does, good or bad,
@@ -208,7 +210,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     }
     let mut judged = judge_history(events).map_err(|e| SetupError::BadHistory {
         path: history_path.clone(),
-        reason: e,
+        reason: e.to_string(),
     })?;
     write_judged(&mut judged, &config.report_dir)?;
     Ok(RunOutcome {
@@ -254,9 +256,9 @@ pub fn recheck(dir: &std::path::Path) -> Result<Judgement, SetupError> {
     }
     let _lock = lock_report_dir(&dir)?;
     let events = crate::history::read_history(&history_path)?;
-    let mut judged = judge_history(events).map_err(|reason| SetupError::BadHistory {
+    let mut judged = judge_history(events).map_err(|e| SetupError::BadHistory {
         path: history_path,
-        reason,
+        reason: e.to_string(),
     })?;
     write_judged(&mut judged, &dir)?;
     Ok(judged)

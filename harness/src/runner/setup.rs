@@ -85,9 +85,9 @@ async fn start_limiter(
     let paired = FailoverPair::new(primary, replica).await;
     match paired {
         Ok(pair) => Ok(Box::new(pair)),
-        Err(reason) => Err(SetupError::ServerStart {
+        Err(e) => Err(SetupError::ServerStart {
             backend: backend.name().into(),
-            reason: format!("making a replica of {describe}: {reason}"),
+            reason: format!("making a replica of {describe}: {e}"),
         }),
     }
 }

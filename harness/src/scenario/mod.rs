@@ -10,7 +10,7 @@ mod resolve;
 mod ttl;
 
 pub use adjust::Adjust;
-pub use error::ScenarioError;
+pub use error::{AdjustError, OutOfRange, RescaleError, ScenarioError, TtlMaxError};
 pub use load::{
     LOCAL_SCENARIO_DIR, LoadError, ScenarioRef, export_catalog, find_scenario, list_scenarios, load_scenario,
     open_scenario, parse_scenario, shipped_names, shipped_text, toml_files,

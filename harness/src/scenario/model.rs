@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::TtlMax;
-use crate::keys::KeyLayout;
+use super::error::{OutOfRange, RescaleError};
+use crate::keys::{KeyError, KeyLayout};
 
 /// A validated scenario. Built only by [`super::parse_scenario`].
 #[derive(Debug, Clone, Serialize)]
@@ -193,7 +194,7 @@ impl Scenario {
     }
 
     /// Describe the limiter's keys from the command line (`--keys`), overriding the file.
-    pub fn override_keys(&mut self, templates: &[String]) -> Result<(), String> {
+    pub fn override_keys(&mut self, templates: &[String]) -> Result<(), KeyError> {
         self.limit.keys = Some(KeyLayout::parse(
             templates,
             self.limit.identities,
@@ -210,7 +211,7 @@ impl Scenario {
     ///
     /// Refused (the scenario unchanged) when a scaled value would leave the range the
     /// scenario file allows: a phase longer than an hour, a stall or delay over ten minutes.
-    pub fn rescale_window(&mut self, window_ms: u64) -> Result<(), String> {
+    pub fn rescale_window(&mut self, window_ms: u64) -> Result<(), RescaleError> {
         let mut by = Rescale {
             factor: window_ms as f64 / self.limit.window_ms as f64,
             too_long: Vec::new(),
@@ -243,12 +244,12 @@ impl Scenario {
             .deadline_ms
             .map(|ms| by.ms(ms, "`[check] deadline_ms`", 86_400_000));
         if !by.too_long.is_empty() {
-            return Err(format!(
-                "a window of {window_ms} ms scales `{}` by {:.2}: {}",
-                self.name,
-                by.factor,
-                by.too_long.join("; ")
-            ));
+            return Err(RescaleError {
+                window_ms,
+                scenario: self.name.clone(),
+                factor: by.factor,
+                too_long: by.too_long,
+            });
         }
         scaled.adjusted.window_ms = Some(window_ms);
         *self = scaled;
@@ -284,7 +285,7 @@ fn strike_hold_up_ms(fault: &Fault) -> (u64, Option<u64>) {
 /// [`Scenario::rescale_window`]'s factor, and the values it would take out of their range.
 struct Rescale {
     factor: f64,
-    too_long: Vec<String>,
+    too_long: Vec<OutOfRange>,
 }
 
 impl Rescale {
@@ -297,7 +298,11 @@ impl Rescale {
             ((ms as f64 * self.factor).round() as u64).max(1)
         };
         if to > max {
-            self.too_long.push(format!("{what} would be {to} ms (at most {max})"));
+            self.too_long.push(OutOfRange {
+                what: what.to_owned(),
+                to_ms: to,
+                max_ms: max,
+            });
         }
         to
     }

@@ -285,12 +285,12 @@ fn resolve_keys(
     }
     for key in keys.get_ref() {
         crate::keys::KeyTemplate::parse(key.get_ref()).map_err(|why| {
-            src.error(key, why)
+            src.error(key, why.to_string())
                 .with_help("a key template: the key with {identity} where the identity's number goes, `*` and `?` for parts that vary (e.g. \"geocode:calls:{identity}:*\")")
         })?;
     }
     let texts: Vec<String> = keys.get_ref().iter().map(|k| k.get_ref().clone()).collect();
-    KeyLayout::parse(&texts, identities, LayoutSource::Scenario).map_err(|why| src.error(keys, why))
+    KeyLayout::parse(&texts, identities, LayoutSource::Scenario).map_err(|why| src.error(keys, why.to_string()))
 }
 
 fn resolve_server(file: &ServerFile, table: &str, src: &Source<'_>) -> Result<ServerConfig, ScenarioError> {

@@ -773,7 +773,7 @@ fn rescaling_the_window_keeps_the_scenarios_shape() {
     let same = crate::workload::plan(&parse_ok(FULL), 1).total_requests();
     assert_eq!(crate::workload::plan(&s, 1).total_requests(), same, "the same requests");
     let mut huge = parse_ok(FULL);
-    let err = huge.rescale_window(86_400_000).unwrap_err();
+    let err = huge.rescale_window(86_400_000).unwrap_err().to_string();
     assert!(
         err.contains("phase `traffic` would be") && err.contains("at most 3600000"),
         "{err}"

@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+use super::error::TtlMaxError;
+
 /// A limiter's declared TTL bound.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -18,16 +20,12 @@ pub enum TtlMax {
 impl TtlMax {
     /// The declaration made by the fields `ttl_max_windows` and `ttl_max_ms` (at most one of
     /// them); the error says what is wrong with them in one line.
-    pub fn declared(windows: Option<f64>, ms: Option<u64>) -> Result<Option<Self>, String> {
+    pub fn declared(windows: Option<f64>, ms: Option<u64>) -> Result<Option<Self>, TtlMaxError> {
         match (windows, ms) {
-            (Some(_), Some(_)) => {
-                Err("`ttl_max_windows` and `ttl_max_ms` both given: declare the TTL once, in windows or in ms".into())
-            }
-            (Some(w), None) if !(w.is_finite() && w > 0.0) => Err(format!(
-                "`ttl_max_windows` = {w} must be a positive number of windows (a daily cap on a 50 ms window: 1872000; or declare `ttl_max_ms`)"
-            )),
+            (Some(_), Some(_)) => Err(TtlMaxError::Both),
+            (Some(w), None) if !(w.is_finite() && w > 0.0) => Err(TtlMaxError::Windows { windows: w }),
             (Some(w), None) => Ok(Some(Self::Windows(w))),
-            (None, Some(0)) => Err("`ttl_max_ms` = 0 must be a positive number of milliseconds".into()),
+            (None, Some(0)) => Err(TtlMaxError::ZeroMs),
             (None, Some(ms)) => Ok(Some(Self::Ms(ms))),
             (None, None) => Ok(None),
         }
@@ -72,10 +70,30 @@ mod tests {
             TtlMax::declared(None, Some(93_600_000)).unwrap().unwrap().ms(50),
             93_600_000
         );
-        assert!(TtlMax::declared(Some(0.0), None).unwrap_err().contains("positive"));
-        assert!(TtlMax::declared(Some(f64::NAN), None).unwrap_err().contains("positive"));
-        assert!(TtlMax::declared(None, Some(0)).unwrap_err().contains("positive"));
-        assert!(TtlMax::declared(Some(1.0), Some(1)).unwrap_err().contains("both"));
+        assert!(
+            TtlMax::declared(Some(0.0), None)
+                .unwrap_err()
+                .to_string()
+                .contains("positive")
+        );
+        assert!(
+            TtlMax::declared(Some(f64::NAN), None)
+                .unwrap_err()
+                .to_string()
+                .contains("positive")
+        );
+        assert!(
+            TtlMax::declared(None, Some(0))
+                .unwrap_err()
+                .to_string()
+                .contains("positive")
+        );
+        assert!(
+            TtlMax::declared(Some(1.0), Some(1))
+                .unwrap_err()
+                .to_string()
+                .contains("both")
+        );
         assert_eq!(TtlMax::Windows(26.0 / 24.0).describe(), "1.083 × window_ms");
         assert_eq!(TtlMax::Ms(93_600_000).describe(), "93600000 ms");
     }

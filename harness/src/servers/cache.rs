@@ -5,6 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use super::ServerError;
 use super::binary::{LocalServer, Product, local_server};
 use super::catalog::KnownServer;
 use crate::error::SetupError;
@@ -96,46 +97,39 @@ pub fn installed(root: &Path, known: &KnownServer) -> Installed {
     };
     match check(&dir, known, &manifest) {
         Ok(server) => Installed::Ready { server, manifest },
-        Err(reason) => Installed::Broken(reason),
+        Err(reason) => Installed::Broken(reason.to_string()),
     }
 }
 
 /// The binary the manifest names, run: it must be the product and series `known` promises,
 /// and the version recorded at install.
-pub fn check(dir: &Path, known: &KnownServer, manifest: &Manifest) -> Result<LocalServer, String> {
+pub fn check(dir: &Path, known: &KnownServer, manifest: &Manifest) -> Result<LocalServer, ServerError> {
     let binary = dir.join(&manifest.binary);
     let library_dir = manifest.library_dir.as_ref().map(|l| dir.join(l));
-    let server =
-        local_server(&binary, library_dir, Some(known.name.to_owned())).map_err(|e| first_line(&e.to_string()))?;
+    let server = local_server(&binary, library_dir, Some(known.name.to_owned()))
+        .map_err(|e| ServerError::Unusable(Box::new(e)))?;
     promised(known, &server)?;
     if server.version != manifest.version {
-        return Err(format!(
-            "{} says {}, but {} was installed",
-            binary.display(),
-            server.describe(),
-            manifest.version
-        ));
+        return Err(ServerError::VersionChanged {
+            binary,
+            described: server.describe(),
+            installed: manifest.version.clone(),
+        });
     }
     Ok(server)
 }
 
 /// Whether `server` is what the name `known` promises (product and major.minor).
-pub fn promised(known: &KnownServer, server: &LocalServer) -> Result<(), String> {
+pub fn promised(known: &KnownServer, server: &LocalServer) -> Result<(), ServerError> {
     if server.product == known.product && server.series() == known.series {
         return Ok(());
     }
-    Err(format!(
-        "{} says it is {}, not the {}.{} that `{}` promises",
-        server.binary.display(),
-        server.describe(),
-        known.series.0,
-        known.series.1,
-        known.name
-    ))
-}
-
-fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or_default().to_owned()
+    Err(ServerError::NotPromised {
+        binary: server.binary.clone(),
+        described: server.describe(),
+        series: known.series,
+        name: known.name,
+    })
 }
 
 #[cfg(test)]

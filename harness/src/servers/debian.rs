@@ -45,8 +45,8 @@ pub fn fetch_debian(
             copy_binary(&root.join(server.member), &binary)?;
         }
         copy_libraries(&root, &lib)?;
-        let linked =
-            ldd::linked(&binary, &env).map_err(|e| tools.failed("ldd", e.as_bytes(), "install ldd (libc-bin)"))?;
+        let linked = ldd::linked(&binary, &env)
+            .map_err(|e| tools.failed("ldd", e.to_string().as_bytes(), "install ldd (libc-bin)"))?;
         if linked.missing.is_empty() {
             // The server's own package first, its libraries after.
             fetched.sort_by_key(|(name, _)| name != server.package);

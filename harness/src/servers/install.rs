@@ -62,9 +62,9 @@ pub fn install(root: &Path, known: &KnownServer, force: bool) -> Result<Installa
     let stage = work.path().join("stage");
     let manifest = fetch_and_check(known, work.path(), &stage)?;
     put_in_place(&stage, &dir)?;
-    let server = cache::check(&dir, known, &manifest).map_err(|reason| SetupError::ServerBroken {
+    let server = cache::check(&dir, known, &manifest).map_err(|e| SetupError::ServerBroken {
         name: known.name.to_owned(),
-        reason,
+        reason: e.to_string(),
     })?;
     Ok(Installation {
         server,
@@ -103,7 +103,7 @@ fn fetch_and_check(known: &KnownServer, work: &Path, stage: &Path) -> Result<Man
         reason,
     };
     let server = local_server(&stage.join(&binary), library_dir, None).map_err(|e| broken(e.to_string()))?;
-    cache::promised(known, &server).map_err(broken)?;
+    cache::promised(known, &server).map_err(|e| broken(e.to_string()))?;
     let manifest = Manifest {
         name: known.name.to_owned(),
         product: server.product,

@@ -5,6 +5,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::ServerError;
+
 /// What `ldd` said about a binary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Linked {
@@ -15,18 +17,17 @@ pub struct Linked {
 }
 
 /// Run `ldd binary` with `env` (a library directory in `LD_LIBRARY_PATH`).
-pub fn linked(binary: &Path, env: &[(OsString, OsString)]) -> Result<Linked, String> {
+pub fn linked(binary: &Path, env: &[(OsString, OsString)]) -> Result<Linked, ServerError> {
     let output = Command::new("ldd")
         .arg(binary)
         .envs(env.iter().cloned())
         .output()
-        .map_err(|e| format!("running ldd: {e}"))?;
+        .map_err(ServerError::LddSpawn)?;
     if !output.status.success() {
-        return Err(format!(
-            "ldd {}: {}",
-            binary.display(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
+        return Err(ServerError::LddFailed {
+            binary: binary.to_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
     }
     Ok(parse_ldd(&String::from_utf8_lossy(&output.stdout)))
 }

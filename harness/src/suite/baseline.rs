@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Label;
 use super::verdicts::{Change, FlakyRecord, changes, overall, tally, verdicts};
+use super::{Label, SuiteError};
 
 /// The baseline file of a cell.
 pub fn baseline_file(dir: &Path, scenario: &str, limiter: &str) -> PathBuf {
@@ -28,34 +28,29 @@ pub enum Recorded {
 
 /// Read a cell's baseline file. A file that exists but cannot be read (or is not UTF-8), or
 /// is a symbolic link, is an error naming it, never "no baseline yet".
-pub fn read(file: &Path) -> Result<Recorded, String> {
-    if is_symlink(file) {
-        return Err(symlink_error(file));
-    }
+pub fn read(file: &Path) -> Result<Recorded, SuiteError> {
+    refuse_symlink(file)?;
     match std::fs::read_to_string(file) {
         Ok(text) => Ok(FlakyRecord::parse(&text).map_or(Recorded::Stable(text), Recorded::Flaky)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Recorded::Missing),
-        Err(e) => Err(format!("cannot read the baseline file {}: {e}", file.display())),
+        Err(source) => Err(SuiteError::Read {
+            file: file.to_owned(),
+            source,
+        }),
     }
 }
 
-fn is_symlink(file: &Path) -> bool {
-    std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink())
-}
-
-fn symlink_error(file: &Path) -> String {
-    format!(
-        "the baseline file {} is a symbolic link: a baseline is read and written only as plain files (replace the link with the file)",
-        file.display()
-    )
+fn refuse_symlink(file: &Path) -> Result<(), SuiteError> {
+    if std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(SuiteError::Symlink { file: file.to_owned() });
+    }
+    Ok(())
 }
 
 /// Write a cell's baseline file: a new file renamed over the old one, so a symbolic link in
 /// its place is replaced, never written through.
-pub fn write(file: &Path, text: &str) -> Result<(), String> {
-    if is_symlink(file) {
-        return Err(symlink_error(file));
-    }
+pub fn write(file: &Path, text: &str) -> Result<(), SuiteError> {
+    refuse_symlink(file)?;
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -63,9 +58,12 @@ pub fn write(file: &Path, text: &str) -> Result<(), String> {
     let tmp = file.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, text)
         .and_then(|()| std::fs::rename(&tmp, file))
-        .map_err(|e| {
+        .map_err(|source| {
             let _ = std::fs::remove_file(&tmp);
-            format!("cannot write {}: {e}", file.display())
+            SuiteError::Write {
+                file: file.to_owned(),
+                source,
+            }
         })
 }
 
@@ -301,23 +299,23 @@ mod tests {
     fn a_missing_file_is_new_and_an_unreadable_one_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("s--l.md");
-        assert_eq!(read(&file), Ok(Recorded::Missing));
+        assert!(matches!(read(&file), Ok(Recorded::Missing)));
         assert_eq!(
             judge("s", "l", &Recorded::Missing, &[PASS.to_owned()]).standing,
             Standing::New
         );
         std::fs::write(&file, [0xff, 0xfe, 0x00]).unwrap();
-        let err = read(&file).unwrap_err();
+        let err = read(&file).unwrap_err().to_string();
         assert!(err.contains("s--l.md"), "{err}");
         // A link is neither read nor written through.
         let elsewhere = dir.path().join("elsewhere.md");
         std::fs::write(&elsewhere, PASS).unwrap();
         let link = dir.path().join("t--l.md");
         std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
-        assert!(read(&link).unwrap_err().contains("symbolic link"));
-        assert!(write(&link, "x").unwrap_err().contains("symbolic link"));
+        assert!(read(&link).unwrap_err().to_string().contains("symbolic link"));
+        assert!(write(&link, "x").unwrap_err().to_string().contains("symbolic link"));
         assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), PASS);
         write(&file, PASS).unwrap();
-        assert_eq!(read(&file), Ok(Recorded::Stable(PASS.to_owned())));
+        assert_eq!(read(&file).unwrap(), Recorded::Stable(PASS.to_owned()));
     }
 }

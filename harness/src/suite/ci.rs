@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::SuiteError;
 use super::baseline::{self, Judged, Recorded, Standing};
 use super::outcome::{CellResult, CiReport, TableState, cell_name};
 use super::resolve::Suite;
@@ -90,9 +91,9 @@ pub struct Shard {
 }
 
 impl FromStr for Shard {
-    type Err = String;
+    type Err = SuiteError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, SuiteError> {
         let parsed = s
             .split_once('/')
             .and_then(|(k, n)| Some((k.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?)));
@@ -100,9 +101,7 @@ impl FromStr for Shard {
             Some((index, count)) if (1..=256).contains(&count) && (1..=count).contains(&index) => {
                 Ok(Self { index, count })
             }
-            _ => Err(format!(
-                "`{s}`: a shard is K/N with 1 <= K <= N <= 256, e.g. 1/2 and 2/2 for two CI jobs"
-            )),
+            _ => Err(SuiteError::Shard { text: s.to_owned() }),
         }
     }
 }
@@ -170,7 +169,7 @@ pub async fn run_ci(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOption
         .collect();
     let selected = plan.select(&all);
     let first = plan.run(&selected, 0).await;
-    let recorded: BTreeMap<(String, String), Result<Recorded, String>> = selected
+    let recorded: BTreeMap<(String, String), Result<Recorded, SuiteError>> = selected
         .iter()
         .map(|(s, l)| {
             let file = baseline::baseline_file(&suite.baseline, s, l);
@@ -226,7 +225,7 @@ impl Plan<'_> {
     async fn run_again(
         &self,
         first: &[Cell],
-        recorded: &BTreeMap<(String, String), Result<Recorded, String>>,
+        recorded: &BTreeMap<(String, String), Result<Recorded, SuiteError>>,
     ) -> Vec<Vec<Cell>> {
         let accept = self.options.accept;
         let again: Vec<(String, String)> = first
@@ -271,13 +270,14 @@ impl Plan<'_> {
         all: &[(String, String)],
         first: &[Cell],
         reruns: &[Vec<Cell>],
-        recorded: &BTreeMap<(String, String), Result<Recorded, String>>,
+        recorded: &BTreeMap<(String, String), Result<Recorded, SuiteError>>,
     ) -> (Vec<CellResult>, Vec<(PathBuf, String)>) {
         let mut results: Vec<CellResult> = all
             .iter()
             .filter_map(|cell| Some(skipped(self.suite, cell, self.skip_reason(cell)?)))
             .collect();
         let mut records = Vec::new();
+        let missing = Ok(Recorded::Missing);
         for cell in first {
             let key = (cell.scenario.clone(), cell.limiter.clone());
             let runs: Vec<(usize, &Cell)> = std::iter::once((0, cell))
@@ -288,7 +288,7 @@ impl Plan<'_> {
                         .map(|c| (k + 1, c))
                 }))
                 .collect();
-            let recorded = recorded.get(&key).cloned().unwrap_or(Ok(Recorded::Missing));
+            let recorded = recorded.get(&key).unwrap_or(&missing);
             let (result, record) = self.judge(&runs, recorded);
             if let Some(record) = record {
                 records.push((baseline::baseline_file(&self.suite.baseline, &key.0, &key.1), record));
@@ -380,7 +380,7 @@ impl Plan<'_> {
 
     /// One cell's result from its runs (`k`, cell) and its baseline; and what `--accept`
     /// writes to its file, when that changes.
-    fn judge(&self, runs: &[(usize, &Cell)], recorded: Result<Recorded, String>) -> (CellResult, Option<String>) {
+    fn judge(&self, runs: &[(usize, &Cell)], recorded: &Result<Recorded, SuiteError>) -> (CellResult, Option<String>) {
         cell_result(runs, recorded, &self.suite.baseline, |k| self.runs_dir(k))
     }
 }
@@ -390,7 +390,7 @@ impl Plan<'_> {
 /// writes to its file, when that changes.
 pub(super) fn cell_result(
     runs: &[(usize, &Cell)],
-    recorded: Result<Recorded, String>,
+    recorded: &Result<Recorded, SuiteError>,
     dir: &Path,
     runs_dir: impl Fn(usize) -> PathBuf,
 ) -> (CellResult, Option<String>) {
@@ -410,11 +410,11 @@ pub(super) fn cell_result(
     };
     let recorded = match (&first.outcome, recorded) {
         (Err(e), _) => {
-            result.error = Some(e.clone());
+            result.error = Some(e.to_string());
             return (result, None);
         }
         (Ok(_), Err(e)) => {
-            result.error = Some(e);
+            result.error = Some(e.to_string());
             return (result, None);
         }
         (Ok(_), Ok(recorded)) => recorded,
@@ -423,11 +423,11 @@ pub(super) fn cell_result(
         .iter()
         .map(|(_, c)| c.outcome.as_ref().map(render_snapshot).unwrap_or_default())
         .collect();
-    let judged = baseline::judge(&first.scenario, &first.limiter, &recorded, &snapshots);
+    let judged = baseline::judge(&first.scenario, &first.limiter, recorded, &snapshots);
     let shown = judged.differing_run.unwrap_or(0);
     let (k, shown_cell) = runs[shown];
     describe_run(&mut result, shown_cell, &runs_dir(k));
-    result.diff = match &recorded {
+    result.diff = match recorded {
         // A new cell's record is the whole snapshot: its file, not a diff, is what to review.
         Recorded::Stable(old) if judged.differing_run.is_some() => baseline::diff(&file, old, &snapshots[shown]),
         _ => String::new(),
@@ -545,7 +545,7 @@ fn accept(dir: &Path, records: &[(PathBuf, String)], stale: &[PathBuf]) -> Resul
     std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create the baseline directory", dir, e))?;
     let mut done = Vec::new();
     for (file, text) in records {
-        baseline::write(file, text).map_err(SetupError::Usage)?;
+        baseline::write(file, text).map_err(SetupError::usage)?;
         done.push(format!("wrote {}", file.display()));
     }
     for file in stale {
@@ -578,7 +578,7 @@ mod tests {
             shard_cells(&cells, &[], Shard { index: 1, count: 3 }),
             "deterministic"
         );
-        assert_eq!("2/3".parse::<Shard>(), Ok(Shard { index: 2, count: 3 }));
+        assert_eq!("2/3".parse::<Shard>().unwrap(), Shard { index: 2, count: 3 });
         for bad in ["0/2", "3/2", "1", "a/b", "1/0"] {
             assert!(bad.parse::<Shard>().is_err(), "{bad}");
         }

@@ -6,11 +6,12 @@
 use std::collections::BTreeSet;
 
 use super::outcome::CiReport;
+use super::{RunShape, Shard, SuiteError};
 
 /// One report of the shards' `reports` (each a whole `ci.json`), or why they do not make one.
-pub fn merge_reports(reports: &[CiReport]) -> Result<CiReport, String> {
+pub fn merge_reports(reports: &[CiReport]) -> Result<CiReport, SuiteError> {
     let Some(first) = reports.first().cloned() else {
-        return Err("nothing to merge: give the report directories (or ci.json files) of the shards".into());
+        return Err(SuiteError::NothingToMerge);
     };
     for other in &reports[1..] {
         if (
@@ -26,17 +27,10 @@ pub fn merge_reports(reports: &[CiReport]) -> Result<CiReport, String> {
             first.flaky,
             &first.selection,
         ) {
-            return Err(format!(
-                "these are not shards of one run: suite `{}` ({} scenarios × {} limiters, {}) and suite `{}` ({} × {}, {})",
-                first.suite,
-                first.scenarios.len(),
-                first.limiters.len(),
-                first.selection.as_deref().unwrap_or("every cell"),
-                other.suite,
-                other.scenarios.len(),
-                other.limiters.len(),
-                other.selection.as_deref().unwrap_or("every cell"),
-            ));
+            return Err(SuiteError::NotOneRun {
+                first: Box::new(RunShape::of(&first)),
+                other: Box::new(RunShape::of(other)),
+            });
         }
     }
     let shards = shard_set(reports)?;
@@ -47,7 +41,7 @@ pub fn merge_reports(reports: &[CiReport]) -> Result<CiReport, String> {
             if cell.skipped.is_some() {
                 continue; // every shard lists the suite's skipped cells
             }
-            return Err(format!("cell {} is in two of the reports", cell.name()));
+            return Err(SuiteError::CellTwice { cell: cell.name() });
         }
         cells.push(cell.clone());
     }
@@ -72,40 +66,29 @@ pub fn merge_reports(reports: &[CiReport]) -> Result<CiReport, String> {
 
 /// The shards the reports are: none of them a shard (plain runs of other cells), or every
 /// shard 1..N of one N exactly once — then the merge is whole and says no shard.
-fn shard_set(reports: &[CiReport]) -> Result<Option<String>, String> {
-    let shards: Vec<(u32, u32)> = reports
+fn shard_set(reports: &[CiReport]) -> Result<Option<String>, SuiteError> {
+    let shards: Vec<Shard> = reports
         .iter()
         .filter_map(|r| r.shard.as_deref())
-        .filter_map(|s| s.parse::<super::Shard>().ok())
-        .map(|s| (s.index, s.count))
+        .filter_map(|s| s.parse::<Shard>().ok())
         .collect();
     if shards.is_empty() {
         return Ok(None);
     }
     if shards.len() != reports.len() {
-        return Err("some reports are shards (--shard K/N) and some are not".into());
+        return Err(SuiteError::MixedShards);
     }
-    let count = shards[0].1;
-    let indices: BTreeSet<u32> = shards.iter().map(|s| s.0).collect();
-    if shards.iter().any(|s| s.1 != count) || indices.len() != shards.len() {
-        return Err(format!(
-            "the shards do not fit: {}",
-            shards
-                .iter()
-                .map(|(k, n)| format!("{k}/{n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+    let count = shards[0].count;
+    let indices: BTreeSet<u32> = shards.iter().map(|s| s.index).collect();
+    if shards.iter().any(|s| s.count != count) || indices.len() != shards.len() {
+        return Err(SuiteError::ShardsDoNotFit { shards });
     }
-    let missing: Vec<String> = (1..=count)
+    let missing: Vec<Shard> = (1..=count)
         .filter(|k| !indices.contains(k))
-        .map(|k| format!("{k}/{count}"))
+        .map(|index| Shard { index, count })
         .collect();
     if !missing.is_empty() {
-        return Err(format!(
-            "shard(s) {} missing: a merge of part of the suite would pass cells it never ran",
-            missing.join(", ")
-        ));
+        return Err(SuiteError::ShardsMissing { missing });
     }
     Ok(None)
 }

@@ -6,6 +6,7 @@
 
 mod baseline;
 mod ci;
+mod error;
 mod file;
 mod init;
 mod junit;
@@ -17,6 +18,7 @@ mod verdicts;
 
 pub use baseline::{Recorded, Standing, baseline_file};
 pub use ci::{CiOptions, CiRun, Selection, Shard, run_ci};
+pub use error::{RunShape, SuiteError};
 pub use init::{
     AdapterLanguage, CiSystem, GITHUB_WORKFLOW, starter_suite, write_adapter_helper, write_starter, write_workflow,
 };

@@ -265,7 +265,7 @@ fn limiter(entry: &Spanned<LimiterEntry>, at: &At<'_>) -> Result<SuiteLimiter, S
             },
             Spanned::span,
         );
-        return Err(at(span, e));
+        return Err(at(span, e.to_string()));
     }
     Ok(SuiteLimiter {
         name,

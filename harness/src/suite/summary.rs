@@ -214,7 +214,7 @@ impl CellJson {
                     Some(r.reproduce.clone()),
                     None,
                 ),
-                Err(e) => ("error".to_owned(), Default::default(), None, Some(e.clone())),
+                Err(e) => ("error".to_owned(), Default::default(), None, Some(e.to_string())),
             };
         Self {
             scenario: cell.scenario.clone(),

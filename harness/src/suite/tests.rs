@@ -90,7 +90,7 @@ fn report_against_passing_baseline(runs: &[&Cell], flaky: FlakyPolicy) -> CiRepo
     std::fs::write(dir.path().join("tiny--api.md"), snapshot).unwrap();
     let file = baseline::baseline_file(dir.path(), "tiny", "api");
     let numbered: Vec<(usize, &Cell)> = runs.iter().copied().enumerate().collect();
-    let (mut result, _) = cell_result(&numbered, baseline::read(&file), dir.path(), |k| {
+    let (mut result, _) = cell_result(&numbered, &baseline::read(&file), dir.path(), |k| {
         PathBuf::from(format!(".limiter-harness/reports/runs/{k}"))
     });
     let here = dir.path().display().to_string();

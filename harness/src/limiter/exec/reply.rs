@@ -6,6 +6,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 use super::PLANT_IDS_FROM;
+use super::error::AdapterError;
 use crate::limiter::Decision;
 
 /// The longest line the adapter may print (hello or reply), newline not counted.
@@ -131,11 +132,11 @@ pub(super) enum Answer {
 
 /// What a reply says — an answer, or an error the adapter reported — or, as `Err`, why it
 /// breaks the protocol (it carries no decision, or a negative count).
-pub(super) fn interpret(reply: ReplyLine) -> Result<RedisResult<Answer>, String> {
+pub(super) fn interpret(reply: ReplyLine) -> Result<RedisResult<Answer>, AdapterError> {
     if let Some(count) = reply.count
         && count < 0
     {
-        return Err(format!("a negative `count` ({count})"));
+        return Err(AdapterError::NegativeCount { count });
     }
     let plant = reply.id >= PLANT_IDS_FROM;
     if let Some(error) = reply.error {
@@ -144,7 +145,7 @@ pub(super) fn interpret(reply: ReplyLine) -> Result<RedisResult<Answer>, String>
     if plant {
         return match reply.planted {
             Some(planted) => Ok(Ok(Answer::Planted(planted))),
-            None => Err("a reply to `plant` with neither `planted` nor `error`".into()),
+            None => Err(AdapterError::PlantUnanswered),
         };
     }
     if reply.indeterminate {
@@ -155,7 +156,7 @@ pub(super) fn interpret(reply: ReplyLine) -> Result<RedisResult<Answer>, String>
             allowed,
             count: reply.count,
         }))),
-        None => Err("a reply with neither `allowed` nor `error`".into()),
+        None => Err(AdapterError::NoDecision),
     }
 }
 
@@ -298,7 +299,7 @@ mod tests {
         assert!(rest > 6 * LINE_MAX, "only about the cap was read: {rest} bytes left");
     }
 
-    fn decided(line: &str) -> Result<RedisResult<Answer>, String> {
+    fn decided(line: &str) -> Result<RedisResult<Answer>, AdapterError> {
         match parse_reply(line.as_bytes()) {
             Parsed::Reply(reply) => interpret(reply),
             other => panic!("{line}: {other:?}"),
@@ -337,12 +338,18 @@ mod tests {
         assert!(
             decided("{\"id\": 5, \"allowed\": true, \"count\": -1}")
                 .unwrap_err()
+                .to_string()
                 .contains("negative")
         );
-        assert!(decided("{\"id\": 5, \"count\": 3}").unwrap_err().contains("neither"));
-        assert!(decided("{\"id\": 5}").unwrap_err().contains("neither"));
+        assert!(
+            decided("{\"id\": 5, \"count\": 3}")
+                .unwrap_err()
+                .to_string()
+                .contains("neither")
+        );
+        assert!(decided("{\"id\": 5}").unwrap_err().to_string().contains("neither"));
         let plant = format!("{{\"id\": {PLANT_IDS_FROM}}}");
-        assert!(decided(&plant).unwrap_err().contains("`planted`"));
+        assert!(decided(&plant).unwrap_err().to_string().contains("`planted`"));
         match decided("{\"id\": 5, \"allowed\": true, \"count\": 0}") {
             Ok(Ok(Answer::Decision(d))) => assert!(d.allowed && d.count == Some(0)),
             other => panic!("{other:?}"),
