@@ -25,14 +25,15 @@ pub mod nemesis;
 pub mod observer;
 pub mod proxy;
 pub mod report;
+pub mod report_dir;
+pub mod request;
 pub mod runner;
 pub mod scenario;
-pub mod scratch;
 pub mod servers;
 pub mod shell;
 pub mod signals;
 pub mod suite;
-pub mod trip;
+pub mod text;
 pub mod workload;
 pub mod xml;
 

@@ -9,7 +9,8 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use testcontainers::TestcontainersError;
 
-use crate::error::{SetupError, joined};
+use crate::error::SetupError;
+use crate::text::joined;
 
 /// A backend's server could not do what the run asked of it.
 #[derive(Debug, thiserror::Error)]

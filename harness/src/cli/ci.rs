@@ -182,7 +182,7 @@ fn suite_backend(suite: &Suite, choice: Option<crate::backend::BackendChoice>) -
 fn write_outputs(outputs: &CiOutputs, report_dir: Option<&Path>, report: &CiReport) -> Result<(), SetupError> {
     let write = |path: &Path, text: &str| -> Result<(), SetupError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::scratch::create_report_dir(dir)?;
+            crate::report_dir::create_report_dir(dir)?;
         }
         std::fs::write(path, text).map_err(|e| SetupError::io("cannot write", path, e))
     };

@@ -60,7 +60,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
         &scenario.adjusted.flags(),
     );
     let report_dir = args.report_dir.clone().unwrap_or_else(|| {
-        crate::scratch::default_report_root(std::path::Path::new(""))
+        crate::report_dir::default_report_root(std::path::Path::new(""))
             .join("runs")
             .join(&scenario.name)
             .join(matrix::sanitize(limiter.name()))
@@ -360,7 +360,7 @@ fn matrix_output(
     cells: &[matrix::Cell],
     started: std::time::Instant,
 ) -> Result<(), SetupError> {
-    crate::scratch::create_report_dir(&args.out)?;
+    crate::report_dir::create_report_dir(&args.out)?;
     let path = args.out.join("MATRIX.md");
     std::fs::write(&path, table).map_err(|e| SetupError::io("cannot write", &path, e))?;
     let differing = cells.iter().filter(|c| !c.as_expected()).count();

@@ -110,13 +110,13 @@ pub async fn explore(args: ExploreArgs) -> Result<ExitCode, SetupError> {
             "explore runs every candidate on a fresh server of its own: use --backend process or container".into(),
         ));
     }
-    let root = crate::scratch::default_report_root(std::path::Path::new(""));
+    let root = crate::report_dir::default_report_root(std::path::Path::new(""));
     let dir = root
         .join("runs/explore")
         .join(crate::matrix::sanitize(limiter.name()))
         .join(seed.to_string());
     let _ = std::fs::remove_dir_all(&dir);
-    crate::scratch::create_report_dir(&dir)?;
+    crate::report_dir::create_report_dir(&dir)?;
     let trials = ServerTrials {
         limiter: Arc::clone(&limiter),
         backend,

@@ -1,7 +1,6 @@
 //! Why a key template or a key layout is refused: each message says what is wrong in one line.
 
-use super::layout::TEMPLATES_MAX;
-use super::template::IDENTITY;
+use super::{IDENTITY, TEMPLATES_MAX};
 
 /// A key template or key layout that cannot describe a limiter's keys.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

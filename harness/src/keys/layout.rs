@@ -6,10 +6,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::KeyError;
-use super::template::{IDENTITY, KeyTemplate};
-
-/// The most templates a layout may have.
-pub const TEMPLATES_MAX: usize = 32;
+use super::template::KeyTemplate;
+use super::{IDENTITY, TEMPLATES_MAX};
 
 /// Who described the layout a run used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

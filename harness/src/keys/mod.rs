@@ -12,4 +12,11 @@ mod template;
 pub use error::KeyError;
 pub use layout::{CLOCK_MARK, KeyLayout, LayoutSource, escape_braces, stable_text};
 pub use suggest::{Sighting, suggest_templates};
-pub use template::{IDENTITY, KeyTemplate};
+pub use template::KeyTemplate;
+
+/// The placeholder a template must hold exactly once (shared by the templates, the layouts,
+/// the suggestions and their errors).
+pub const IDENTITY: &str = "{identity}";
+
+/// The most templates a layout may have.
+pub const TEMPLATES_MAX: usize = 32;

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use super::IDENTITY;
 use super::layout::escape_braces;
-use super::template::IDENTITY;
 
 /// A key the limiter named, and the identity of the request that named it when known.
 #[derive(Debug, Clone, PartialEq, Eq)]

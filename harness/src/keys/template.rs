@@ -5,10 +5,7 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-use super::KeyError;
-
-/// The placeholder a template must hold exactly once.
-pub const IDENTITY: &str = "{identity}";
+use super::{IDENTITY, KeyError};
 
 /// Longest identity number a key may carry (identities are `u32`).
 const IDENTITY_DIGITS_MAX: usize = 10;

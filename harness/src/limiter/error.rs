@@ -2,7 +2,7 @@
 
 use redis::Value;
 
-use super::template::PLACEHOLDERS;
+use super::PLACEHOLDERS;
 use crate::keys::KeyError;
 use crate::scenario::TtlMaxError;
 

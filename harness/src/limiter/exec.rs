@@ -31,8 +31,7 @@ use tokio::task::JoinHandle;
 
 use self::error::AdapterError;
 use self::reply::{
-    Answer, LINE_MAX, LINE_MAX_TEXT, Line, MISSED_IN_ROW_MAX, Parsed, Tally, indeterminate, interpret, parse_reply,
-    read_line_capped, violation,
+    Answer, Line, MISSED_IN_ROW_MAX, Parsed, Tally, indeterminate, interpret, parse_reply, read_line_capped, violation,
 };
 use super::{Algorithm, Decision, Limiter, LimiterEnv, OnReply, Plant, Wire};
 use crate::clock::RunClock;
@@ -52,6 +51,10 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Ids of `plant` messages: far above any request id.
 const PLANT_IDS_FROM: u64 = 1 << 62;
+/// The longest line the adapter may print (hello or reply), newline not counted.
+const LINE_MAX: usize = 1 << 20;
+/// How the cap reads in messages.
+const LINE_MAX_TEXT: &str = "1 MiB";
 /// How much of the adapter's stderr a start-up error quotes.
 const STDERR_TAIL_LINES: usize = 5;
 

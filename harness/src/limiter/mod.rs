@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 
+pub use crate::request::{KEYS_PER_REQUEST_MAX, RequestCtx, TripSummary, keys_at_gap, remember_keys};
 pub use crate::scenario::Algorithm;
-pub use crate::trip::{KEYS_PER_REQUEST_MAX, RequestCtx, TripSummary, keys_at_gap, remember_keys};
 pub use builtin::{BUILTIN_NAMES, BUILTINS, Builtin, builtin};
 pub use error::LimiterError;
 pub use exec::{ExecSpec, PROTOCOL_VERSION};
@@ -28,6 +28,21 @@ use crate::error::SetupError;
 use crate::history::Recorder;
 use crate::keys::KeyLayout;
 use crate::scenario::{Limit, TtlMax};
+
+/// Every placeholder a sidecar template may use (the templates and their errors read it).
+pub const PLACEHOLDERS: [&str; 11] = [
+    "key",
+    "identity",
+    "requests_max",
+    "window_ms",
+    "window_s",
+    "rate_per_s",
+    "cost",
+    "now_ms",
+    "now_s",
+    "now_us",
+    "request_id",
+];
 
 /// A `--limiter` argument: a built-in name, `lua:PATH` or `exec:COMMAND`.
 pub fn resolve(spec: &str) -> Result<Arc<dyn Limiter>, SetupError> {

@@ -17,7 +17,7 @@
 //! # allowed_value = 1              # …when it equals this (default 1)
 //! ```
 //!
-//! Placeholders: see [`super::template::PLACEHOLDERS`]; `{{` and `}}` are literal braces.
+//! Placeholders: see [`super::PLACEHOLDERS`]; `{{` and `}}` are literal braces.
 //! Without a sidecar: KEYS = [key], ARGV = [requests_max, window_ms, cost, now_ms]; a reply
 //! `{allowed, count}` (allowed 1/0) or a bare integer count (admitted while count ≤
 //! requests_max). The script's keys are its KEYS templates (placeholders that vary per

@@ -1,24 +1,9 @@
 //! Templates of a Lua sidecar (`keys`, `args`, `plant`): `{name}` placeholders filled in per
 //! request, `{{` and `}}` for literal braces (`bucket.{{{identity}}}` is `bucket.{7}`).
 
-use super::LimiterError;
+use super::{LimiterError, PLACEHOLDERS};
 use crate::keys::{IDENTITY, escape_braces};
 use crate::scenario::Limit;
-
-/// Every placeholder a sidecar template may use.
-pub const PLACEHOLDERS: [&str; 11] = [
-    "key",
-    "identity",
-    "requests_max",
-    "window_ms",
-    "window_s",
-    "rate_per_s",
-    "cost",
-    "now_ms",
-    "now_s",
-    "now_us",
-    "request_id",
-];
 
 /// Placeholders whose value changes from request to request: in a key they make a key per
 /// window (or per request), which a layout describes with `*`.

@@ -6,7 +6,7 @@ use redis::{Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult};
 
 use crate::keys::KeyLayout;
 use crate::nemesis::{GapHook, Hold};
-use crate::trip::{RequestCtx, TripSummary, keys_at_gap, remember_keys};
+use crate::request::{RequestCtx, TripSummary, keys_at_gap, remember_keys};
 
 /// A limiter's connection for one request. Every round trip goes through [`Wire::cmd`]
 /// or [`Wire::pipe`]; the commands sent and the keys they name are kept for the history.
@@ -87,7 +87,7 @@ impl<'a> Wire<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trip::KEYS_PER_REQUEST_MAX;
+    use crate::request::KEYS_PER_REQUEST_MAX;
 
     #[test]
     fn a_request_remembers_each_key_once_and_not_without_bound() {

@@ -11,9 +11,9 @@ use super::gate::{Gate, Hold};
 use super::rules::{CommandRule, GapRule};
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
+use crate::request::{RequestCtx, TripSummary};
 use crate::scenario::FaultKind;
 use crate::scenario::{CommandFaultAction, GapFaultAction, Scenario};
-use crate::trip::{RequestCtx, TripSummary};
 
 /// What the client does after a gap.
 #[derive(Debug, Default)]
@@ -33,7 +33,7 @@ pub trait GapHook: Send + Sync {
     /// strikes another request of the same client.
     async fn before_request(&self, _req: &RequestCtx) {}
     /// `trip` counts from 1, so the first call of a request is for trip 2. `keys` are the
-    /// limiter keys the request works on (see [`crate::trip::keys_at_gap`]).
+    /// limiter keys the request works on (see [`crate::request::keys_at_gap`]).
     async fn before_trip(&self, req: &RequestCtx, trip: usize, keys: &[String], next: &TripSummary) -> GapOutcome;
 }
 

@@ -2,8 +2,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::request::{RequestCtx, TripSummary};
 use crate::scenario::{CommandFault, CommandFaultAction, GapFault, GapFaultAction};
-use crate::trip::{RequestCtx, TripSummary};
 
 /// Which gaps a rule matches: the identity, from which of its requests on, before which commands.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,8 +12,8 @@ use super::{Action, Command, InFlight, ProxyHook};
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
 use crate::nemesis::{GapHook, Nemesis};
+use crate::request::TripSummary;
 use crate::scenario::CommandFaultAction;
-use crate::trip::TripSummary;
 
 pub struct NemesisHook {
     pub nemesis: Arc<Nemesis>,

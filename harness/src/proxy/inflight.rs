@@ -12,7 +12,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::keys::KeyLayout;
 use crate::nemesis::Hold;
-use crate::trip::{RequestCtx, TripSummary, keys_at_gap, remember_keys};
+use crate::request::{RequestCtx, TripSummary, keys_at_gap, remember_keys};
 
 /// The round trips of one request the history lists by name; a limiter (or an adapter gone
 /// wrong) that sends commands without end in one request has the rest counted.

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::RunConfig;
 use super::driver::Driver;
-use super::keys::{plant, refuse_foreign_setup, resolve_layout};
+use super::layout::{plant, refuse_foreign_setup, resolve_layout};
 use super::progress::Progress;
 use super::setup::Servers;
 use crate::backend::{configure, connect, connect_client, restore, unlink};

@@ -8,7 +8,7 @@ mod error;
 mod execute;
 mod facts;
 mod judge;
-mod keys;
+mod layout;
 mod progress;
 mod setup;
 
@@ -22,7 +22,7 @@ pub use error::JudgeError;
 pub use execute::NEEDS_NEWER_SERVER;
 pub use facts::RunFacts;
 pub use judge::{Judgement, judge_history};
-pub use keys::resolve_layout;
+pub use layout::resolve_layout;
 pub use progress::Progress;
 
 use crate::backend::Backend;
@@ -351,7 +351,7 @@ fn needs_cache_server(scenario: &Scenario) -> bool {
 /// interleave its lines. The lock goes with the process, however it ends.
 fn lock_report_dir(dir: &std::path::Path) -> Result<std::fs::File, SetupError> {
     use std::io::{Read, Seek, Write};
-    crate::scratch::create_report_dir(dir)?;
+    crate::report_dir::create_report_dir(dir)?;
     let path = dir.join(".lock");
     let mut file = std::fs::OpenOptions::new()
         .create(true)

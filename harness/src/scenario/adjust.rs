@@ -5,8 +5,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{AdjustError, Scenario, TtlMax};
-
 /// The changes a run made to its scenario, as given on the command line.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Adjust {
@@ -46,29 +44,5 @@ impl Adjust {
             flags.push_str(&format!(" --ttl-max-windows {windows}"));
         }
         flags
-    }
-}
-
-impl Scenario {
-    /// Apply `adjust` (after any made before: they add up). The error names the flag at
-    /// fault. [`Scenario::override_keys`] and [`Scenario::rescale_window`] remember what they
-    /// changed in `adjusted`, however they are called.
-    pub fn adjust(&mut self, adjust: &Adjust) -> Result<(), AdjustError> {
-        if !adjust.keys.is_empty() {
-            self.override_keys(&adjust.keys).map_err(AdjustError::Keys)?;
-            self.adjusted.keys.clone_from(&adjust.keys);
-        }
-        if let Some(window_ms) = adjust.window_ms {
-            self.rescale_window(window_ms).map_err(AdjustError::Window)?;
-            self.adjusted.window_ms = Some(window_ms);
-        }
-        if let Some(declared) =
-            TtlMax::declared(adjust.ttl_max_windows, adjust.ttl_max_ms).map_err(AdjustError::TtlMax)?
-        {
-            self.check.ttl_declared = Some(declared);
-            self.adjusted.ttl_max_ms = adjust.ttl_max_ms;
-            self.adjusted.ttl_max_windows = adjust.ttl_max_windows;
-        }
-        Ok(())
     }
 }

@@ -5,8 +5,8 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use crate::error::joined;
 use crate::keys::KeyError;
+use crate::text::joined;
 
 /// A malformed or invalid scenario. Displays as `file:line:column: message`, the offending
 /// line with a caret, and a help line when there is something specific to suggest.

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::TtlMax;
-use super::error::{OutOfRange, RescaleError};
+use super::adjust::Adjust;
+use super::error::{AdjustError, OutOfRange, RescaleError};
 use crate::keys::{KeyError, KeyLayout};
 
 /// A validated scenario. Built only by [`super::parse_scenario`].
@@ -28,7 +29,7 @@ pub struct Scenario {
     pub text: String,
     /// What the command line changed (`--keys`, `--window-ms`), already applied.
     #[serde(skip)]
-    pub adjusted: super::Adjust,
+    pub adjusted: Adjust,
     pub server: ServerConfig,
     /// A second server for the cache, when the scenario separates cache and counters.
     pub cache_server: Option<ServerConfig>,
@@ -286,6 +287,30 @@ fn strike_hold_up_ms(fault: &Fault) -> (u64, Option<u64>) {
 struct Rescale {
     factor: f64,
     too_long: Vec<OutOfRange>,
+}
+
+impl Scenario {
+    /// Apply `adjust` (after any made before: they add up). The error names the flag at
+    /// fault. [`Scenario::override_keys`] and [`Scenario::rescale_window`] remember what they
+    /// changed in `adjusted`, however they are called.
+    pub fn adjust(&mut self, adjust: &Adjust) -> Result<(), AdjustError> {
+        if !adjust.keys.is_empty() {
+            self.override_keys(&adjust.keys).map_err(AdjustError::Keys)?;
+            self.adjusted.keys.clone_from(&adjust.keys);
+        }
+        if let Some(window_ms) = adjust.window_ms {
+            self.rescale_window(window_ms).map_err(AdjustError::Window)?;
+            self.adjusted.window_ms = Some(window_ms);
+        }
+        if let Some(declared) =
+            TtlMax::declared(adjust.ttl_max_windows, adjust.ttl_max_ms).map_err(AdjustError::TtlMax)?
+        {
+            self.check.ttl_declared = Some(declared);
+            self.adjusted.ttl_max_ms = adjust.ttl_max_ms;
+            self.adjusted.ttl_max_windows = adjust.ttl_max_windows;
+        }
+        Ok(())
+    }
 }
 
 impl Rescale {

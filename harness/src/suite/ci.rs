@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -14,6 +13,7 @@ use super::SuiteError;
 use super::baseline::{self, Judged, Recorded, Standing};
 use super::outcome::{CellResult, CiReport, TableState, cell_name};
 use super::resolve::Suite;
+use super::shard::Shard;
 use super::summary::verdict_words;
 use crate::backend::Backend;
 use crate::checker::Verdict;
@@ -79,36 +79,6 @@ impl Selection {
             }
         }
         (!parts.is_empty()).then(|| parts.join(" "))
-    }
-}
-
-/// `--shard K/N`: the K-th of N disjoint parts of the cells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shard {
-    /// 1-based.
-    pub index: u32,
-    pub count: u32,
-}
-
-impl FromStr for Shard {
-    type Err = SuiteError;
-
-    fn from_str(s: &str) -> Result<Self, SuiteError> {
-        let parsed = s
-            .split_once('/')
-            .and_then(|(k, n)| Some((k.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?)));
-        match parsed {
-            Some((index, count)) if (1..=256).contains(&count) && (1..=count).contains(&index) => {
-                Ok(Self { index, count })
-            }
-            _ => Err(SuiteError::Shard { text: s.to_owned() }),
-        }
-    }
-}
-
-impl std::fmt::Display for Shard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.index, self.count)
     }
 }
 

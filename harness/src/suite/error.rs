@@ -3,9 +3,8 @@
 
 use std::path::PathBuf;
 
-use super::Shard;
-use super::outcome::CiReport;
-use crate::error::joined;
+use super::shard::{BadShard, Shard};
+use crate::text::joined;
 
 /// A suite's baseline, shard or merge that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -22,8 +21,8 @@ pub enum SuiteError {
     #[error("cannot write {file}: {source}")]
     Write { file: PathBuf, source: std::io::Error },
     /// A `--shard` that is not K/N with 1 <= K <= N <= 256.
-    #[error("`{text}`: a shard is K/N with 1 <= K <= N <= 256, e.g. 1/2 and 2/2 for two CI jobs")]
-    Shard { text: String },
+    #[error(transparent)]
+    Shard(#[from] BadShard),
     /// `ci merge` without a report.
     #[error("nothing to merge: give the report directories (or ci.json files) of the shards")]
     NothingToMerge,
@@ -59,17 +58,6 @@ pub struct RunShape {
     pub limiters: usize,
     /// The flags that narrowed the selection, or "every cell".
     pub selection: String,
-}
-
-impl RunShape {
-    pub fn of(report: &CiReport) -> Self {
-        Self {
-            suite: report.suite.clone(),
-            scenarios: report.scenarios.len(),
-            limiters: report.limiters.len(),
-            selection: report.selection.as_deref().unwrap_or("every cell").to_owned(),
-        }
-    }
 }
 
 #[cfg(test)]

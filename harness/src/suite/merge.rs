@@ -96,3 +96,15 @@ fn shard_set(reports: &[CiReport]) -> Result<Option<String>, SuiteError> {
 fn union<'a>(lists: impl Iterator<Item = &'a Vec<String>>) -> Vec<String> {
     lists.flatten().cloned().collect::<BTreeSet<_>>().into_iter().collect()
 }
+
+impl RunShape {
+    /// What `report` ran.
+    pub fn of(report: &CiReport) -> Self {
+        Self {
+            suite: report.suite.clone(),
+            scenarios: report.scenarios.len(),
+            limiters: report.limiters.len(),
+            selection: report.selection.as_deref().unwrap_or("every cell").to_owned(),
+        }
+    }
+}

@@ -13,11 +13,12 @@ mod junit;
 mod merge;
 mod outcome;
 mod resolve;
+mod shard;
 mod summary;
 mod verdicts;
 
 pub use baseline::{Recorded, Standing, baseline_file};
-pub use ci::{CiOptions, CiRun, Selection, Shard, run_ci};
+pub use ci::{CiOptions, CiRun, Selection, run_ci};
 pub use error::{RunShape, SuiteError};
 pub use init::{
     AdapterLanguage, CiSystem, GITHUB_WORKFLOW, starter_suite, write_adapter_helper, write_starter, write_workflow,
@@ -29,6 +30,7 @@ pub use resolve::{
     DEFAULT_BASELINE, DEFAULT_RERUNS, FlakyPolicy, SUITE_FILE, Skip, Suite, SuiteLimiter, SuiteServer, discover_suite,
     load_suite, parse_suite,
 };
+pub use shard::{BadShard, Shard};
 pub use summary::{CellJson, render_summary, verdict_words};
 pub use verdicts::{Change, FlakyRecord, Label};
 

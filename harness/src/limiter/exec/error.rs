@@ -3,8 +3,7 @@
 
 use std::process::ExitStatus;
 
-use super::reply::LINE_MAX_TEXT;
-use super::{HELLO_TIMEOUT, PROTOCOL_VERSION};
+use super::{HELLO_TIMEOUT, LINE_MAX_TEXT, PROTOCOL_VERSION};
 use crate::keys::KeyError;
 use crate::scenario::TtlMaxError;
 

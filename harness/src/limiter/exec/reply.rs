@@ -1,4 +1,4 @@
-//! What the adapter prints, read with bounds: lines capped at [`LINE_MAX`], replies that
+//! What the adapter prints, read with bounds: lines capped at [`super::LINE_MAX`], replies that
 //! must be JSON objects carrying a decision, and a tally of the protocol violations.
 
 use redis::{ErrorKind, RedisError, RedisResult};
@@ -9,10 +9,6 @@ use super::PLANT_IDS_FROM;
 use super::error::AdapterError;
 use crate::limiter::Decision;
 
-/// The longest line the adapter may print (hello or reply), newline not counted.
-pub(super) const LINE_MAX: usize = 1 << 20;
-/// How the cap reads in messages.
-pub(super) const LINE_MAX_TEXT: &str = "1 MiB";
 /// Replies missed in a row (no reply in time) after which the adapter is declared dead.
 pub(super) const MISSED_IN_ROW_MAX: u32 = 3;
 /// The share of replies, in percent, that may be protocol violations in a run that passes.
@@ -238,6 +234,7 @@ impl Tally {
 
 #[cfg(test)]
 mod tests {
+    use super::super::LINE_MAX;
     use super::*;
 
     #[test]
