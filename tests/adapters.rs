@@ -4,7 +4,7 @@
 //! The Python examples need redis-py (`just test` installs it).
 
 use limiter_harness::checker::Verdict;
-use limiter_harness::history::{Event, Outcome, read_history};
+use limiter_harness::history::{Event, Outcome, ProblemSource, read_history};
 use limiter_harness::keys::{KeyLayout, LayoutSource};
 use limiter_harness::report::Report;
 use limiter_harness::scenario::{FaultKind, Invariant};
@@ -211,8 +211,11 @@ fn adapter_problems(run_dir: &std::path::Path) -> Vec<(String, bool)> {
         .into_iter()
         .filter_map(|e| match e {
             Event::Problem {
-                source, detail, fatal, ..
-            } if source == "exec-adapter" => Some((detail, fatal)),
+                source: ProblemSource::ExecAdapter,
+                detail,
+                fatal,
+                ..
+            } => Some((detail, fatal)),
             _ => None,
         })
         .collect()

@@ -7,7 +7,7 @@ use crate::scenario::FaultKind;
 use std::collections::BTreeMap;
 
 use super::{CheckInput, CheckResult, TtlBound, check};
-use crate::history::{Event, HistoryIndex, KeySample, Outcome, PhaseEdge};
+use crate::history::{Event, HistoryIndex, KeySample, Outcome, PhaseEdge, ProblemSource};
 use crate::keys::KeyLayout;
 use crate::scenario::Algorithm;
 use crate::scenario::{CheckConfig, Invariant, Limit};
@@ -302,11 +302,11 @@ impl HistoryBuilder {
         self
     }
 
-    /// A problem from `source`; `source = "keyspace"` marks the notifications incomplete.
-    pub(crate) fn problem_from(mut self, source: &str, fatal: bool) -> Self {
+    /// A problem from `source`; [`ProblemSource::Keyspace`] marks the notifications incomplete.
+    pub(crate) fn problem_from(mut self, source: ProblemSource, fatal: bool) -> Self {
         self.events.push(Event::Problem {
             t_us: 0,
-            source: source.to_owned(),
+            source,
             detail: format!("{source} went away"),
             fatal,
             noted: fatal,
@@ -316,7 +316,7 @@ impl HistoryBuilder {
 
     /// A problem from the runner (e.g. the server was lost).
     pub(crate) fn problem(self, fatal: bool) -> Self {
-        self.problem_from("final-audit", fatal)
+        self.problem_from(ProblemSource::FinalAudit, fatal)
     }
 
     /// The keyspace subscriber was lost: notifications are incomplete.
@@ -334,7 +334,7 @@ impl HistoryBuilder {
     }
 
     pub(crate) fn keyspace_lost(self) -> Self {
-        self.problem_from("keyspace", false)
+        self.problem_from(ProblemSource::Keyspace, false)
     }
 
     pub(crate) fn events(&self) -> &[Event] {

@@ -1410,7 +1410,7 @@ fn a_non_fatal_problem_leaves_valid_alone() {
     let result = three_requests()
         .sample(50, false, &[("rl:0", 950, Some("3"))])
         .empty_final_audit(3000)
-        .problem_from("sampler", false)
+        .problem_from(crate::history::ProblemSource::Sampler, false)
         .check_one(TtlPresent);
     assert_verdict(&result, Verdict::Valid);
 }

@@ -170,7 +170,7 @@ pub enum Event {
     /// Something stopped the harness from seeing or doing what it needed.
     Problem {
         t_us: u64,
-        source: String,
+        source: ProblemSource,
         detail: String,
         /// The run could not observe enough to judge (e.g. the server was lost).
         fatal: bool,
@@ -178,6 +178,72 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         noted: bool,
     },
+}
+
+/// Which part of the harness reported a [`Event::Problem`]: written in the history as its
+/// kebab-case name (`"fault-proxy"`), shown so in reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProblemSource {
+    /// The planted setup.
+    Setup,
+    /// A signal that ended the run.
+    Interrupt,
+    /// The run's deadline.
+    Deadline,
+    /// The history file.
+    History,
+    /// The limiter's adapter process.
+    ExecAdapter,
+    /// The key sampler.
+    Sampler,
+    /// A fault on the server (restart, pause, failover).
+    ServerFault,
+    /// The fault proxy.
+    FaultProxy,
+    /// The keyspace-notification listener.
+    Keyspace,
+    /// A gap in the keyspace notifications, subscribed again.
+    KeyspaceGap,
+    /// A server setting the run changed.
+    Reconfigure,
+    /// The final audit of the limiter's keys.
+    FinalAudit,
+    /// The server's version.
+    ServerVersion,
+    /// Restoring a user's server as it was found.
+    LeaveAsFound,
+    /// Keys of identities the run never used.
+    ForeignKeys,
+}
+
+impl ProblemSource {
+    /// The name the history and the reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Setup => "setup",
+            Self::Interrupt => "interrupt",
+            Self::Deadline => "deadline",
+            Self::History => "history",
+            Self::ExecAdapter => "exec-adapter",
+            Self::Sampler => "sampler",
+            Self::ServerFault => "server-fault",
+            Self::FaultProxy => "fault-proxy",
+            Self::Keyspace => "keyspace",
+            Self::KeyspaceGap => "keyspace-gap",
+            Self::Reconfigure => "reconfigure",
+            Self::FinalAudit => "final-audit",
+            Self::ServerVersion => "server-version",
+            Self::LeaveAsFound => "leave-as-found",
+            Self::ForeignKeys => "foreign-keys",
+        }
+    }
+}
+
+impl std::fmt::Display for ProblemSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -270,4 +336,34 @@ impl LimiterFacts {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProblemSource;
+
+    #[test]
+    fn a_problem_source_is_written_and_shown_by_one_name() {
+        for name in [
+            "setup",
+            "interrupt",
+            "deadline",
+            "history",
+            "exec-adapter",
+            "sampler",
+            "server-fault",
+            "fault-proxy",
+            "keyspace",
+            "keyspace-gap",
+            "reconfigure",
+            "final-audit",
+            "server-version",
+            "leave-as-found",
+            "foreign-keys",
+        ] {
+            let source: ProblemSource = serde_json::from_str(&format!("\"{name}\"")).unwrap();
+            assert_eq!(source.to_string(), name);
+            assert_eq!(serde_json::to_string(&source).unwrap(), format!("\"{name}\""));
+        }
+    }
 }

@@ -4,7 +4,7 @@
 use crate::scenario::FaultKind;
 use std::collections::{BTreeMap, HashMap};
 
-use super::{Event, KeySample, Outcome, PhaseEdge};
+use super::{Event, KeySample, Outcome, PhaseEdge, ProblemSource};
 use crate::keys::{KeyLayout, Sighting};
 
 /// How many keys outside the layout the index keeps, to name them in hints.
@@ -160,7 +160,7 @@ pub struct HistoryIndex {
 /// needed, so nothing it did not see can pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    pub source: String,
+    pub source: ProblemSource,
     pub detail: String,
     pub fatal: bool,
     /// The report lists it (so it does every fatal one).
@@ -340,7 +340,7 @@ impl HistoryIndex {
                 noted,
                 ..
             } => {
-                if source == "keyspace" {
+                if source == ProblemSource::Keyspace {
                     self.keyspace_complete = false;
                 }
                 self.problems.push(Problem {

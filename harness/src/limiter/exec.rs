@@ -36,7 +36,7 @@ use self::reply::{
 use super::{Algorithm, Decision, Limiter, LimiterEnv, OnReply, Plant, Wire};
 use crate::clock::RunClock;
 use crate::error::SetupError;
-use crate::history::{Event, Recorder};
+use crate::history::{Event, ProblemSource, Recorder};
 use crate::keys::{KeyLayout, KeyTemplate, LayoutSource};
 use crate::scenario::{Limit, TtlMax, TtlMaxError};
 
@@ -211,7 +211,7 @@ impl Adapter {
     fn problem(&self, detail: String, fatal: bool) {
         self.recorder.record(Event::Problem {
             t_us: self.clock.now_us(),
-            source: "exec-adapter".into(),
+            source: ProblemSource::ExecAdapter,
             detail,
             fatal,
             noted: false,

@@ -12,7 +12,7 @@ use crate::backend::{BackendError, HARNESS_CLIENT_NAME, configure_after_restart,
 use crate::backend::{ServerHandle, socket_addr};
 use crate::clock::RunClock;
 use crate::error::SetupError;
-use crate::history::{Event, Recorder};
+use crate::history::{Event, ProblemSource, Recorder};
 use redis::aio::MultiplexedConnection;
 
 use crate::scenario::{FailoverConnections, Fault, Persistence, Scenario, ServerAction, ServerConfig, ServerFault};
@@ -115,7 +115,7 @@ impl<'a> ServerNemesis<'a> {
             }
             Err(e) => self.recorder.record(Event::Problem {
                 t_us: self.clock.now_us(),
-                source: "server-fault".into(),
+                source: ProblemSource::ServerFault,
                 detail: format!("fault {index} ({}) could not strike: {e}", action.kind()),
                 fatal: true,
                 noted: true,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::expiry::ExpiryWatch;
 use crate::clock::RunClock;
-use crate::history::{Event, Recorder};
+use crate::history::{Event, ProblemSource, Recorder};
 use crate::keys::KeyLayout;
 
 pub use crate::backend::KEYSPACE_FLAGS;
@@ -139,7 +139,7 @@ async fn listen(
 fn note_loss(recorder: &Recorder, clock: &RunClock, t_lost_us: u64, resubscribed: bool) {
     let (source, detail) = if resubscribed {
         (
-            "keyspace-gap",
+            ProblemSource::KeyspaceGap,
             format!(
                 "the keyspace-notification connection closed at {} ms and was subscribed again at {} ms: notifications in between were not seen",
                 t_lost_us / 1000,
@@ -148,13 +148,13 @@ fn note_loss(recorder: &Recorder, clock: &RunClock, t_lost_us: u64, resubscribed
         )
     } else {
         (
-            "keyspace",
+            ProblemSource::Keyspace,
             "the keyspace-notification connection closed; later expirations and evictions were not seen".to_owned(),
         )
     };
     recorder.record(Event::Problem {
         t_us: clock.now_us(),
-        source: source.into(),
+        source,
         detail,
         fatal: false,
         noted: false,

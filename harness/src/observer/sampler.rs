@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::RunClock;
-use crate::history::{Event, KeySample, Recorder};
+use crate::history::{Event, KeySample, ProblemSource, Recorder};
 use crate::keys::KeyLayout;
 
 /// Every limiter key on the server: SCAN MATCH each of the layout's globs, keeping the keys
@@ -198,7 +198,7 @@ pub fn spawn_sampler(
                         failing = true;
                         recorder.record(Event::Problem {
                             t_us: clock.now_us(),
-                            source: "sampler".into(),
+                            source: ProblemSource::Sampler,
                             detail: format!("sampling the limiter's keys failed: {e}"),
                             fatal: false,
                             noted: false,

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::wirelog::{KEYS_PER_LINE_MAX, Keep, WireLog, shown};
 use super::{Action, Command, InFlight, ProxyHook};
 use crate::clock::RunClock;
-use crate::history::{Event, Recorder};
+use crate::history::{Event, ProblemSource, Recorder};
 use crate::nemesis::{GapHook, Nemesis};
 use crate::request::TripSummary;
 use crate::scenario::CommandFaultAction;
@@ -108,7 +108,7 @@ impl NemesisHook {
         if matches!(keep, Keep::Cut | Keep::LineAndCut) {
             self.recorder.record(Event::Problem {
                 t_us,
-                source: "fault-proxy".into(),
+                source: ProblemSource::FaultProxy,
                 detail: format!(
                     "the wire log reached its cap of {} MiB of commands at {:.3} s: later round trips are not recorded as `wire` lines (but the first naming each key outside the layout); no verdict rests on them",
                     self.wire.limit() >> 20,
@@ -182,7 +182,7 @@ impl ProxyHook for NemesisHook {
     fn connection_problem(&self, conn: u64, detail: String) {
         self.recorder.record(Event::Problem {
             t_us: self.clock.now_us(),
-            source: "fault-proxy".into(),
+            source: ProblemSource::FaultProxy,
             detail: if conn == 0 {
                 detail
             } else {

@@ -2,7 +2,7 @@
 
 use super::facts::RunFacts;
 use crate::checker::{CheckResult, Verdict, ms};
-use crate::history::{HistoryIndex, LimiterFacts, Outcome, ServerRole};
+use crate::history::{HistoryIndex, LimiterFacts, Outcome, ProblemSource, ServerRole};
 use crate::report::{Counts, FaultSummary, KeysSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};
 use crate::scenario::{
     CacheTarget, CommandFault, CommandFaultAction, Fault, GapFault, GapFaultAction, Scenario, ServerAction, ServerFault,
@@ -204,7 +204,7 @@ fn server_outcome(index: &HistoryIndex, i: usize, fault: &ServerFault) -> String
                 .unwrap_or_default();
             format!("struck at {}: {}{outage}", ms(struck.t_us), struck.effect)
         }
-        None if index.problems.iter().any(|p| p.source == "server-fault") => {
+        None if index.problems.iter().any(|p| p.source == ProblemSource::ServerFault) => {
             "could not strike (see the problems)".to_owned()
         }
         None => format!(

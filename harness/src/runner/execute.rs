@@ -16,7 +16,7 @@ use super::setup::Servers;
 use crate::backend::{configure, connect, connect_client, restore, unlink};
 use crate::clock::RunClock;
 use crate::error::SetupError;
-use crate::history::{Event, HistoryIndex, Recorder, ServerRole};
+use crate::history::{Event, HistoryIndex, ProblemSource, Recorder, ServerRole};
 use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, LimiterEnv, OnReply};
 use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults, ServerNemesis};
@@ -114,7 +114,7 @@ pub async fn execute(
     });
     if !events_on {
         let detail = "keyspace notifications are off on this server (notify-keyspace-events lacks Kgxe) and --allow-reconfigure was not given: expirations and evictions cannot be seen";
-        note(recorder, clock, "keyspace", detail);
+        note(recorder, clock, ProblemSource::Keyspace, detail);
     }
     let mut cache_conn = match &servers.cache {
         Some(cache) => Some(configure_cache(config, cache.as_ref(), recorder, clock).await?),
@@ -213,29 +213,29 @@ async fn prepare_state(
     .await
 }
 
-fn problem(recorder: &Recorder, clock: RunClock, source: &str, detail: &str, fatal: bool) {
+fn problem(recorder: &Recorder, clock: RunClock, source: ProblemSource, detail: &str, fatal: bool) {
     recorder.record(problem_event(clock, source, detail, fatal));
 }
 
 /// A problem the report lists for a reviewer, though the run can still be judged.
-fn note(recorder: &Recorder, clock: RunClock, source: &str, detail: &str) {
+fn note(recorder: &Recorder, clock: RunClock, source: ProblemSource, detail: &str) {
     recorder.record(note_event(clock, source, detail));
 }
 
-fn problem_event(clock: RunClock, source: &str, detail: &str, fatal: bool) -> Event {
+fn problem_event(clock: RunClock, source: ProblemSource, detail: &str, fatal: bool) -> Event {
     Event::Problem {
         t_us: clock.now_us(),
-        source: source.into(),
+        source,
         detail: detail.into(),
         fatal,
         noted: fatal,
     }
 }
 
-fn note_event(clock: RunClock, source: &str, detail: &str) -> Event {
+fn note_event(clock: RunClock, source: ProblemSource, detail: &str) -> Event {
     Event::Problem {
         t_us: clock.now_us(),
-        source: source.into(),
+        source,
         detail: detail.into(),
         fatal: false,
         noted: true,
@@ -407,7 +407,7 @@ fn warn_server_wide(server: &crate::scenario::ServerConfig, recorder: &Recorder,
         wide.join(", ")
     );
     eprintln!("warning: {warning}");
-    note(recorder, clock, "reconfigure", &warning);
+    note(recorder, clock, ProblemSource::Reconfigure, &warning);
 }
 
 /// Keyspace notifications (when on) and the periodic sampler, for the layout's keys.
@@ -428,7 +428,7 @@ async fn observe(
             Ok(handle) => Background(Some(handle)),
             Err(e) => {
                 let detail = format!("could not subscribe to keyspace notifications: {e}");
-                note(recorder, clock, "keyspace", &detail);
+                note(recorder, clock, ProblemSource::Keyspace, &detail);
                 Background(None)
             }
         }
@@ -461,7 +461,7 @@ async fn final_audit(admin: &mut MultiplexedConnection, layout: &KeyLayout, reco
         Err(e) => problem(
             recorder,
             clock,
-            "final-audit",
+            ProblemSource::FinalAudit,
             &format!("the final audit of the limiter's keys failed (server lost?): {e}"),
             true,
         ),
@@ -489,7 +489,7 @@ fn check_version(config: &RunConfig, info: &ServerInfo, recorder: &Recorder, clo
         info.redis_api.0,
         info.redis_api.1
     );
-    note(recorder, clock, "server-version", &detail);
+    note(recorder, clock, ProblemSource::ServerVersion, &detail);
 }
 
 async fn refuse_existing_keys(
@@ -695,7 +695,7 @@ pub async fn leave_server_as_found(
 ) -> Vec<Event> {
     let index = HistoryIndex::new(events.to_vec(), layout);
     let mut after = Vec::new();
-    let mut noted = |detail: String| after.push(note_event(clock, "leave-as-found", &detail));
+    let mut noted = |detail: String| after.push(note_event(clock, ProblemSource::LeaveAsFound, &detail));
     let (strangers, unclaimed) = unnamed_keys(layout, &index);
     if !unclaimed.is_empty() {
         noted(format!(
@@ -737,7 +737,7 @@ pub async fn leave_server_as_found(
         });
         after.push(problem_event(
             clock,
-            "foreign-keys",
+            ProblemSource::ForeignKeys,
             &format!(
                 "keys of identities the run never used appeared under the limiter's layout during the run: {} — another client writes there; the run cannot tell its keys from theirs (they were left alone)",
                 some_of(&strangers)

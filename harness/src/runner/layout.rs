@@ -6,7 +6,7 @@ use redis::aio::MultiplexedConnection;
 use super::error::SetupRefused;
 use crate::clock::RunClock;
 use crate::error::SetupError;
-use crate::history::{Event, Recorder};
+use crate::history::{Event, ProblemSource, Recorder};
 use crate::keys::KeyLayout;
 use crate::limiter::{Limiter, Plant};
 use crate::observer::scan_identity;
@@ -76,7 +76,7 @@ pub async fn plant(
         let unplanted = |why: String| {
             recorder.record(Event::Problem {
                 t_us: clock.now_us(),
-                source: "setup".into(),
+                source: ProblemSource::Setup,
                 detail: why,
                 fatal: true,
                 noted: false,

@@ -28,7 +28,7 @@ pub use progress::Progress;
 use crate::backend::Backend;
 use crate::clock::RunClock;
 use crate::error::SetupError;
-use crate::history::{Event, HistoryError, LimiterFacts, Recorder};
+use crate::history::{Event, HistoryError, LimiterFacts, ProblemSource, Recorder};
 use crate::keys::KeyLayout;
 use crate::limiter::Limiter;
 use crate::report::{Report, TimelineLimits, write_report, write_timeline};
@@ -139,7 +139,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         () = signals::token().cancelled() => {
             recorder.record(Event::Problem {
                 t_us: clock.now_us(),
-                source: "interrupt".into(),
+                source: ProblemSource::Interrupt,
                 detail: "the run was interrupted by a signal; the history holds what happened until then".into(),
                 fatal: true,
                 noted: true,
@@ -150,7 +150,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         () = tokio::time::sleep(config.scenario.deadline()) => {
             recorder.record(Event::Problem {
                 t_us: clock.now_us(),
-                source: "deadline".into(),
+                source: ProblemSource::Deadline,
                 detail: format!(
                     "the run was stopped after {} s, its deadline (set `[check] deadline_ms` to change it); the history holds what happened until then",
                     config.scenario.deadline().as_secs_f64()
@@ -170,7 +170,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     if let Some(e) = &history_error {
         events.push(Event::Problem {
             t_us: clock.now_us(),
-            source: "history".into(),
+            source: ProblemSource::History,
             detail: format!(
                 "the history could not be written ({e}): the run was stopped there, and what it saw is judged from memory; the file keeps what was written before"
             ),
