@@ -43,7 +43,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
     let mut scenario = open_scenario(&args.scenario)?;
     adjust(&mut scenario, &args.adjust)?;
     let limiter = crate::limiter::resolve(&args.limiter)?;
-    let seed = args.seed.or(scenario.seed).unwrap_or_else(|| rand::rng().random());
+    let seed = scenario.seed_or(args.seed, || rand::rng().random());
     eprintln!(
         "limiter-harness: scenario {} × limiter {} — seed {seed}",
         scenario.name,

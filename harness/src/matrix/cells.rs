@@ -311,7 +311,7 @@ async fn run_cell(config: &MatrixConfig, server: &MatrixServer, scenario: &Scena
         });
         return cell;
     }
-    let seed = config.seed.or(scenario.seed).unwrap_or(0);
+    let seed = scenario.seed_or(config.seed, || 0);
     let reproduce = crate::runner::reproduce_line(
         &scenario.reproduce_arg(),
         limiter.limiter.name(),

@@ -101,7 +101,7 @@ pub async fn execute(
     // The limiter starts first: an adapter's hello may describe its keys, which everything
     // after (the proxy, the observer, the setup, the checks) needs.
     let nemesis = Arc::new(Nemesis::new(scenario, connect(&url).await?, recorder.clone(), clock));
-    let link = start_limiter(config, &url, &nemesis, recorder, clock, state).await?;
+    let link = start_limiter_client(config, &url, &nemesis, recorder, clock, state).await?;
     let layout = decide_keys(config, &link, recorder, clock, state);
 
     let (events_on, settings) = prepare_server(config, &mut admin, &url, &layout, recorder, clock, state).await?;
@@ -251,7 +251,7 @@ impl Link {
 
 /// Start the fault proxy when the limiter or the faults need it, then the limiter (an
 /// adapter process is spawned here and says hello).
-async fn start_limiter(
+async fn start_limiter_client(
     config: &RunConfig,
     url: &str,
     nemesis: &Arc<Nemesis>,

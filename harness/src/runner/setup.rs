@@ -20,12 +20,12 @@ impl Servers {
     ) -> Result<Self, SetupError> {
         let (limiter, cache) = if needs_cache {
             let (limiter, cache) = tokio::join!(
-                start_limiter(backend, run_id, options),
+                start_limiter_server(backend, run_id, options),
                 backend.start(ServerRole::Cache, run_id, StartOptions::default())
             );
             (limiter, Some(cache))
         } else {
-            (start_limiter(backend, run_id, options).await, None)
+            (start_limiter_server(backend, run_id, options).await, None)
         };
         match (limiter, cache) {
             (Ok(limiter), None) => Ok(Self { limiter, cache: None }),
@@ -54,9 +54,9 @@ impl Servers {
     }
 }
 
-/// The limiter's server; with [`StartOptions::replica`], a primary and its replica behind
+/// Start the limiter's server; with [`StartOptions::replica`], a primary and its replica behind
 /// one endpoint ([`FailoverPair`]).
-async fn start_limiter(
+async fn start_limiter_server(
     backend: &dyn Backend,
     run_id: &str,
     options: StartOptions,

@@ -155,6 +155,14 @@ impl Scenario {
     }
 
     /// How long a run of this scenario may take before it is stopped and called unknown:
+    /// The seed a run of this scenario takes: the one given (`--seed`, a suite's `seed`),
+    /// else the file's `seed`, else `otherwise()` — a fresh random seed for `run` (printed
+    /// with its reproduce line), 0 for the matrix and `ci`, whose tables must not change
+    /// from run to run.
+    pub fn seed_or(&self, given: Option<u64>, otherwise: impl FnOnce() -> u64) -> u64 {
+        given.or(self.seed).unwrap_or_else(otherwise)
+    }
+
     /// `[check] deadline_ms` if set, else a minute plus twice [`Scenario::worst_case_ms`].
     /// Generous: it ends a run that hangs, not one that is merely slow.
     pub fn deadline(&self) -> std::time::Duration {
