@@ -50,7 +50,7 @@ def listed(executable):
 
 def lanes(found, count):
     """[[(label, argv, cwd)]]: the steps of each lane, in order."""
-    first = [name for name in ["limiter_resp", "limiter_harness", "binary", "integration"] if name in found]
+    first = [name for name in ["resp", "limiter_harness", "binary", "integration"] if name in found]
     first += sorted(n for n in found if n not in first and n != "snapshots")
     rest = [(name, [found[name][0]], found[name][1]) for name in first]
     snapshots = []

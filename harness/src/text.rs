@@ -9,3 +9,9 @@ pub(crate) fn joined<T: std::fmt::Display>(items: &[T], separator: &str) -> Stri
         .collect::<Vec<_>>()
         .join(separator)
 }
+
+/// The first line of `text`: a message's headline, for a line of progress, a table's cell or
+/// a summary that has room for one line.
+pub(crate) fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}

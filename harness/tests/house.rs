@@ -207,9 +207,23 @@ fn module_sources() -> Vec<(String, PathBuf, String)> {
         .collect()
 }
 
+/// The items `lib.rs` re-exports at the crate's root (`pub use error::SetupError;`), by
+/// item: the module each comes from, so that `crate::SetupError` counts as a use of `error`.
+fn root_items(floors: &[&[&str]]) -> BTreeMap<String, String> {
+    let lib = code_of(&std::fs::read_to_string(root().join("harness/src/lib.rs")).unwrap());
+    let mut items = BTreeMap::new();
+    for module in floors.iter().flat_map(|f| f.iter()) {
+        for item in names_after(&lib, &format!("use {module}::")) {
+            items.insert(item, (*module).to_owned());
+        }
+    }
+    items
+}
+
 /// Imports that do not run down the floors: (file, module, the module it uses).
 fn upward_imports(floors: &[&[&str]], files: &[(String, PathBuf, String)]) -> Vec<String> {
     let floor_of = |m: &str| floors.iter().position(|f| f.contains(&m));
+    let at_root = root_items(floors);
     let mut found = Vec::new();
     for (module, path, code) in files {
         let Some(own) = floor_of(module) else {
@@ -220,6 +234,7 @@ fn upward_imports(floors: &[&[&str]], files: &[(String, PathBuf, String)]) -> Ve
             continue;
         };
         for used in names_after(code, "crate::") {
+            let used = at_root.get(&used).cloned().unwrap_or(used);
             if used == *module {
                 continue;
             }
@@ -271,7 +286,12 @@ fn circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 }
 
 /// Per folder of `harness/src`, which of its files use which siblings (`super::NAME`, or
-/// `crate::MODULE::NAME` from a file of MODULE's own folder); `mod.rs` only re-exports.
+/// `crate::MODULE::NAME` from a file of MODULE's own folder, or an item the folder's module
+/// file re-exports from NAME). Not seen: the module file itself (`mod.rs`, or `NAME.rs` beside
+/// folder `NAME/`) as a node — it declares and re-exports its files, and what it defines for
+/// them (shared constants, the module's entry points) is above them by construction; a file
+/// of a nested folder using a file of its parent's folder; `super::` that reaches the crate's
+/// root (the floors check `crate::` paths only); code after an inline `#[cfg(test)] mod`.
 fn sibling_edges() -> BTreeMap<PathBuf, BTreeMap<String, BTreeSet<String>>> {
     let src = root().join("harness/src");
     let mut folders: BTreeMap<PathBuf, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();

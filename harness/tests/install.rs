@@ -1,8 +1,10 @@
 //! Installing anywhere: the release binary (what `cargo install --path harness` builds) names
 //! nothing in the checkout, and copied out, it works in a fresh service directory as the
 //! README shows — `init`, `ci`, `ci --accept`, `ci`, a shipped scenario, `scenarios export`,
-//! `audit`. (It used to `cargo install` a copy of the checkout and delete the copy: the same
-//! check, at the cost of compiling the harness a second time, ~3 minutes of every `just test`.)
+//! `audit`. (It used to `cargo install --locked` a copy of the checkout and delete the copy,
+//! which also caught a stale `Cargo.lock` or a build input git ignores, at the cost of
+//! compiling the harness a second time, ~3 minutes of every `just test`; now the binary runs
+//! while the checkout is still there, and only a checkout path in its data is caught.)
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

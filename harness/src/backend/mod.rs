@@ -34,6 +34,7 @@ pub use url::UrlBackend;
 use crate::error::SetupError;
 use crate::history::ServerRole;
 use crate::servers::{LocalServer, resolve_server};
+use crate::text::first_line;
 
 /// Label on the harness's image (`image`) and on every container it starts (`server`);
 /// `clean` removes a container only when it also names a run this user recorded.
@@ -230,10 +231,6 @@ pub fn server_for(opts: &BackendOptions) -> Result<LocalServer, SetupError> {
 pub(crate) fn server_flag(spec: Option<&str>) -> String {
     spec.map(|s| format!(" --server {}", crate::shell::quote(s)))
         .unwrap_or_default()
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or_default()
 }
 
 /// Wait until the server at `url` answers PING (a fresh server takes a moment).

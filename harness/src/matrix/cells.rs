@@ -144,7 +144,7 @@ pub enum CellError {
 impl CellError {
     /// The first line of the message, for a line of progress or a table's cell.
     pub fn headline(&self) -> String {
-        self.to_string().lines().next().unwrap_or_default().to_owned()
+        crate::text::first_line(&self.to_string()).to_owned()
     }
 }
 

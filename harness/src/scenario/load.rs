@@ -10,9 +10,11 @@ use super::resolve::{Source, resolve};
 /// A scenario that cannot be found, read or validated, or a catalog that cannot be written.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// A file that does not parse or validate (file:line:column).
     #[error(transparent)]
     Invalid(#[from] ScenarioError),
 
+    /// A name that is no file, no `./scenarios/NAME.toml` and no shipped scenario.
     #[error(
         "unknown scenario `{name}`: looked for {searched}\n  known scenarios: {known}\n  help: pass a path to a .toml file, or one of the names above"
     )]
@@ -22,26 +24,21 @@ pub enum LoadError {
         known: String,
     },
 
-    #[error("{action} {path}: {source}")]
-    Io {
-        action: &'static str,
+    /// A scenario file that cannot be read.
+    #[error("cannot read scenario {}: {source}", .path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+
+    /// `scenarios export`: the directory or a file that cannot be written.
+    #[error("cannot {what} {}: {source}", .path.display())]
+    Export {
+        what: &'static str,
         path: PathBuf,
-        #[source]
         source: std::io::Error,
     },
 
+    /// `scenarios export` without `--force` over files that differ.
     #[error("these files exist and differ from the shipped scenarios: {}\n  help: pass --force to overwrite them", .0.join(", "))]
     CatalogConflicts(Vec<String>),
-}
-
-impl LoadError {
-    fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
-        Self::Io {
-            action,
-            path: path.to_owned(),
-            source,
-        }
-    }
 }
 
 /// Parse and validate a scenario from its text; `path` is only used in error messages.
@@ -70,7 +67,10 @@ fn hint_for(message: &str) -> Option<&'static str> {
 
 /// Read, parse and validate the scenario file at `path`.
 pub fn load_scenario(path: &Path) -> Result<Scenario, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LoadError::io("cannot read scenario", path, e))?;
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
     Ok(parse_scenario(path, &text)?)
 }
 
@@ -208,7 +208,11 @@ pub fn list_scenarios() -> Vec<(String, ScenarioRef)> {
 /// Write the shipped catalog to `dir` as NAME.toml files, for a team to copy and adapt.
 /// Refuses to overwrite a file that differs unless `force`. Returns the files written.
 pub fn export_catalog(dir: &Path, force: bool) -> Result<Vec<PathBuf>, LoadError> {
-    std::fs::create_dir_all(dir).map_err(|e| LoadError::io("cannot create directory", dir, e))?;
+    std::fs::create_dir_all(dir).map_err(|source| LoadError::Export {
+        what: "create directory",
+        path: dir.to_owned(),
+        source,
+    })?;
     let mut conflicts = Vec::new();
     for (name, text) in catalog::SHIPPED {
         let path = dir.join(format!("{name}.toml"));
@@ -222,7 +226,11 @@ pub fn export_catalog(dir: &Path, force: bool) -> Result<Vec<PathBuf>, LoadError
     let mut written = Vec::new();
     for (name, text) in catalog::SHIPPED {
         let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, text).map_err(|e| LoadError::io("cannot write scenario", &path, e))?;
+        std::fs::write(&path, text).map_err(|source| LoadError::Export {
+            what: "write scenario",
+            path: path.clone(),
+            source,
+        })?;
         written.push(path);
     }
     Ok(written)

@@ -154,7 +154,6 @@ impl Scenario {
         reasons
     }
 
-    /// How long a run of this scenario may take before it is stopped and called unknown:
     /// The seed a run of this scenario takes: the one given (`--seed`, a suite's `seed`),
     /// else the file's `seed`, else `otherwise()` — a fresh random seed for `run` (printed
     /// with its reproduce line), 0 for the matrix and `ci`, whose tables must not change
@@ -163,6 +162,7 @@ impl Scenario {
         given.or(self.seed).unwrap_or_else(otherwise)
     }
 
+    /// How long a run of this scenario may take before it is stopped and called unknown:
     /// `[check] deadline_ms` if set, else a minute plus twice [`Scenario::worst_case_ms`].
     /// Generous: it ends a run that hangs, not one that is merely slow.
     pub fn deadline(&self) -> std::time::Duration {

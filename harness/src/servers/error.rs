@@ -14,7 +14,7 @@ pub enum ServerError {
     #[error("ldd {binary}: {stderr}")]
     LddFailed { binary: PathBuf, stderr: String },
     /// The installed binary does not run or say its version (the first line of why).
-    #[error("{}", first_line(.0))]
+    #[error("{}", crate::text::first_line(&.0.to_string()))]
     Unusable(#[source] Box<SetupError>),
     /// The binary's version is not the one recorded at install.
     #[error("{binary} says {described}, but {installed} was installed")]
@@ -37,8 +37,4 @@ pub enum ServerError {
         series: (u32, u32),
         name: &'static str,
     },
-}
-
-fn first_line(error: &SetupError) -> String {
-    error.to_string().lines().next().unwrap_or_default().to_owned()
 }

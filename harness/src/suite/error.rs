@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::shard::{BadShard, Shard};
+use super::shard::Shard;
 use crate::text::joined;
 
 /// A suite's baseline, shard or merge that cannot be used.
@@ -20,9 +20,6 @@ pub enum SuiteError {
     /// A baseline file that cannot be written.
     #[error("cannot write {file}: {source}")]
     Write { file: PathBuf, source: std::io::Error },
-    /// A `--shard` that is not K/N with 1 <= K <= N <= 256.
-    #[error(transparent)]
-    Shard(#[from] BadShard),
     /// `ci merge` without a report.
     #[error("nothing to merge: give the report directories (or ci.json files) of the shards")]
     NothingToMerge,

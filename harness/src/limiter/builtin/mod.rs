@@ -117,5 +117,9 @@ mod tests {
             assert!(!limiter.commands().is_empty());
         }
         assert!(builtin("nope").is_none());
+        let mut names = BUILTIN_NAMES.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), BUILTINS.len(), "every built-in has a name of its own");
     }
 }
