@@ -35,20 +35,21 @@ fn suite_at(path: &Path) -> Suite {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_harness_suite_matches_its_reviewed_baseline_and_table_in_processes() {
-    let _turn = TURN.lock().await;
-    let suite = suite_at(&root().join("limiter-harness.toml"));
-    if let Some(backend) = backend(Kind::Process).await {
-        check_on(&suite, backend).await;
-    }
+    check_main_suite(Kind::Process).await;
 }
 
 /// The same cells in containers give the same snapshots and the same table (one report
 /// directory for both, the one the table names: the later run replaces the earlier's reports).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_harness_suite_matches_its_reviewed_baseline_and_table_in_containers() {
+    check_main_suite(Kind::Container).await;
+}
+
+/// The harness's own suite (`limiter-harness.toml` at the top) on backends of `kind`.
+async fn check_main_suite(kind: Kind) {
     let _turn = TURN.lock().await;
     let suite = suite_at(&root().join("limiter-harness.toml"));
-    if let Some(backend) = backend(Kind::Container).await {
+    if let Some(backend) = backend(kind).await {
         check_on(&suite, backend).await;
     }
 }
