@@ -863,6 +863,33 @@ async fn python_adapters_run_as_two_instances_and_get_the_skewed_clock() {
     }
 }
 
+/// Instances of an adapter that lingers after its stdin closes (it finishes a flush,
+/// say): stopping the first waits for it, then ends every process of the run — the second
+/// instance's adapter too. That is the run ending, not the others dying during it:
+/// no problem, and the verdict stands.
+#[tokio::test(flavor = "multi_thread")]
+async fn stopping_one_instance_of_a_lingering_adapter_is_not_the_others_death() {
+    python("fixed_window_fixed"); // asserts redis-py is installed
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("lingering.py");
+    std::fs::write(
+        &script,
+        format!(
+            "import sys, time\nsys.path.insert(0, {:?})\nfrom adapter import serve\nfrom fixed_window_fixed import decide\nserve(decide, \"lingering\")\ntime.sleep(30)\n",
+            example("python").display().to_string()
+        ),
+    )
+    .unwrap();
+    // Four instances: each of the three after the first is a chance for the race to show.
+    let mut four = scenario("clock-skew-two-instances");
+    four.faults.clear();
+    four.limit.instances = 4;
+    let spec = format!("exec:python3 {}", script.display());
+    let (report, _dir) = run_spec(four, &spec, Kind::Process, false).await.unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.verdict, Verdict::Valid, "{report:#?}");
+}
+
 /// `failover-readonly`'s point, on Python adapters: incident 1's fix keeps its connections
 /// on the demoted node and fails every request after the failover (never-recovered); the
 /// same transaction with a reconnect on READONLY (examples/python/fixed_window_reconnecting.py)

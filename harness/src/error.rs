@@ -78,6 +78,11 @@ pub enum SetupError {
     )]
     ReportDirInUse { dir: PathBuf, holder: String },
 
+    #[error(
+        "{env}={value:?}: expected `off` or calendar periods in ms separated by commas (the default: 60000,3600000,86400000)\n  help: docs/running.md, \"Runs and the time of day\""
+    )]
+    BadCalendar { env: &'static str, value: String },
+
     #[error("interrupted by a signal before the run started; nothing was left running")]
     Interrupted,
 

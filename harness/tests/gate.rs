@@ -345,3 +345,110 @@ reason = "the import path is rate limited upstream (ticket OPS-1)"
         );
     }
 }
+
+/// A limiter that names its keys by the wall clock's period (incident 2's daily cap keys by
+/// the date) must see one key per identity in a run, whatever the time of day: a run that
+/// would straddle a boundary of its period waits for it. The period here is one the test
+/// picks so that a boundary falls 1.5–2.5 s after the run is started, inside its 2.5 s of
+/// traffic; `LIMITER_HARNESS_CALENDAR_MS` makes it the harness's period too.
+#[test]
+fn a_run_that_would_straddle_a_calendar_boundary_waits_and_sees_one_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = dir.path().join("bucketed.py");
+    std::fs::write(
+        &adapter,
+        format!(
+            r#"import os, sys
+sys.path.insert(0, {examples:?})
+from adapter import serve
+
+PERIOD_MS = int(os.environ["BUCKET_MS"])
+seen = open(os.environ["BUCKETS_FILE"], "a")
+
+def decide(r, request, limit, window_ms):
+    bucket = request.now_ms // PERIOD_MS
+    seen.write(f"{{bucket}}\n")
+    seen.flush()
+    key = f"cal:{{request.identity}}:{{bucket}}"
+    count = r.incr(key)
+    if count == 1:
+        r.pexpire(key, 3 * PERIOD_MS)
+    return count <= limit, count
+
+serve(decide, "bucketed by the wall clock", keys=["cal:{{identity}}:*"], ttl_max_ms=3 * PERIOD_MS)
+"#,
+            examples = root().join("examples/python").display().to_string()
+        ),
+    )
+    .unwrap();
+    let scenario = dir.path().join("two-buckets.toml");
+    std::fs::write(
+        &scenario,
+        r#"name = "two-buckets"
+about = "2.5 s of traffic from one identity, far under its limit."
+seed = 1
+
+[server]
+maxmemory_policy = "noeviction"
+
+[limit]
+requests_max = 1000
+window_ms = 1000
+identities = 1
+
+[[phase]]
+name = "traffic"
+kind = "steady"
+rate_per_s = 40
+duration_ms = 2500
+
+[check]
+invariants = ["admitted-within-limit"]
+"#,
+    )
+    .unwrap();
+    // A period of 45–90 s (a run of 2.5 s + the 2 s margin fits in a tenth of it) with a
+    // boundary 1.5–2.5 s from now.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let period_ms = (45_000u64..90_000)
+        .find(|p| {
+            let boundary = (now_ms + 1_500).div_ceil(*p) * p;
+            boundary <= now_ms + 2_500
+        })
+        .expect("a period with a boundary 1.5–2.5 s away");
+    let buckets = dir.path().join("buckets.txt");
+    let out = Command::new(env!("CARGO_BIN_EXE_limiter-harness"))
+        .current_dir(dir.path())
+        .args(["run", "two-buckets.toml", "--backend", "process", "--no-progress"])
+        .arg("--limiter")
+        .arg(format!("exec:python3 {}", adapter.display()))
+        .env("LIMITER_HARNESS_CALENDAR_MS", period_ms.to_string())
+        .env("BUCKET_MS", period_ms.to_string())
+        .env("BUCKETS_FILE", &buckets)
+        .output()
+        .unwrap();
+    let all = text_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    let seen: std::collections::BTreeSet<String> = std::fs::read_to_string(&buckets)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(seen.len(), 1, "one bucket for the whole run: {seen:?}\n{all}");
+    assert!(all.contains("so the run fits inside one UTC"), "{all}");
+
+    // And a malformed setting is an error that names it, before any server starts.
+    let out = Command::new(env!("CARGO_BIN_EXE_limiter-harness"))
+        .current_dir(dir.path())
+        .args(["run", "two-buckets.toml", "--backend", "process", "--no-progress"])
+        .args(["--limiter", "multi-incr-expire-nx"])
+        .env("LIMITER_HARNESS_CALENDAR_MS", "a day")
+        .output()
+        .unwrap();
+    let all = text_of(&out);
+    assert_ne!(out.status.code(), Some(0), "{all}");
+    assert!(all.contains("LIMITER_HARNESS_CALENDAR_MS=\"a day\""), "{all}");
+}

@@ -740,9 +740,13 @@ impl Limiter for ExecSession {
         }
     }
 
+    fn stopping(&self) {
+        self.adapter.stopping.store(true, Ordering::Release);
+    }
+
     /// Called before the history is finished: problems recorded here count.
     async fn stop(&self) {
-        self.adapter.stopping.store(true, Ordering::Release);
+        self.stopping();
         // EOF on stdin asks the adapter to exit; it gets a moment, then the group is killed
         // (with what it started). Once reaped, its group id may be reused: no more signals.
         self.stdin.lock().await.take();

@@ -135,6 +135,9 @@ pub trait Limiter: Send + Sync {
     }
     /// Stop what [`Limiter::start`] started.
     async fn stop(&self) {}
+    /// Know that the run is ending, before any instance is stopped: from now on, what
+    /// started going away is the run's end, not a failure during it.
+    fn stopping(&self) {}
     /// One-time setup on the server before traffic (e.g. SCRIPT LOAD).
     async fn prepare(&self, _conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
         Ok(())
@@ -173,4 +176,15 @@ pub trait Limiter: Send + Sync {
         )))
     }
     async fn acquire(&self, wire: &mut Wire<'_>, key: &str, limit: &Limit) -> RedisResult<Decision>;
+}
+
+/// Stop a run's limiter instances together. They share the run's id, and stopping one ends
+/// every process carrying it (an adapter's children that left its group too): each must know
+/// it is being stopped before any is killed, or the others' adapters would seem to die during
+/// the run. Then they stop at the same time (each may wait for its adapter to exit).
+pub async fn stop_all(limiters: &[Arc<dyn Limiter>]) {
+    for limiter in limiters {
+        limiter.stopping();
+    }
+    futures::future::join_all(limiters.iter().map(|l| l.stop())).await;
 }

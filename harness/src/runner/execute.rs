@@ -9,6 +9,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::RunConfig;
+use super::calendar;
 use super::driver::Driver;
 use super::layout::{plant, refuse_foreign_setup, resolve_layout};
 use super::progress::Progress;
@@ -89,6 +90,7 @@ pub async fn execute(
 ) -> Result<(), SetupError> {
     // Long: the run's steps in their order, each a named function; the order is the point.
     let scenario = &config.scenario;
+    let periods_ms = calendar::periods_ms()?;
     let url = servers.limiter.url().to_owned();
     let mut admin = connect(&url).await?;
     let connect_err = |e: redis::RedisError| SetupError::Connect {
@@ -120,6 +122,9 @@ pub async fn execute(
         Some(cache) => Some(configure_cache(config, cache.as_ref(), recorder, clock).await?),
         None => None,
     };
+    // From the planted state on, the limiter's keys may carry the date: no midnight inside.
+    let (before_ms, after_ms) = calendar_span_ms(scenario);
+    calendar::keep_inside_one_period(before_ms, after_ms, &periods_ms).await;
     prepare_state(config, &link, &layout, &mut admin, recorder, clock).await?;
     // The servers' INFO counters before traffic (the report takes the difference to the end).
     recorder.record(
@@ -151,9 +156,7 @@ pub async fn execute(
         expiry,
     };
     drive(config, &link, traffic, recorder, clock).await?;
-    for limiter in &link.instances {
-        limiter.stop().await;
-    }
+    crate::limiter::stop_all(&link.instances).await;
     if let Some(proxy) = link.proxy {
         proxy.stop().await;
     }
@@ -178,6 +181,27 @@ pub async fn execute(
     }
     finish_stats(&mut admin, cache_conn.as_mut(), recorder, clock).await;
     Ok(())
+}
+
+/// How far a run reaches back (an instance's clock behind) and ahead (its phases, a burst at
+/// 1 ms a request, [`calendar::SPAN_MARGIN_MS`], a clock ahead) from the start of its setup.
+fn calendar_span_ms(scenario: &crate::scenario::Scenario) -> (u64, u64) {
+    let phases_ms: u64 = scenario
+        .phases
+        .iter()
+        .map(|p| p.kind.planned_ms().unwrap_or_else(|| p.kind.planned_requests()))
+        .sum();
+    let run_ms = phases_ms.saturating_add(calendar::SPAN_MARGIN_MS);
+    let (mut behind_ms, mut ahead_ms) = (0u64, 0u64);
+    for fault in &scenario.faults {
+        if let Fault::ClockSkew(skew) = fault {
+            for off_ms in [skew.off_ms(0), skew.off_ms(run_ms)] {
+                behind_ms = behind_ms.max(off_ms.min(0).unsigned_abs());
+                ahead_ms = ahead_ms.max(off_ms.max(0).unsigned_abs());
+            }
+        }
+    }
+    (behind_ms, run_ms.saturating_add(ahead_ms))
 }
 
 /// The limiter's own preparation (loading a script, say), then the scenario's planted state.

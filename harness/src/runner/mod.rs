@@ -3,6 +3,7 @@
 //! report. Servers are stopped on every way out: success, setup error, or a signal.
 
 mod assemble;
+mod calendar;
 mod driver;
 mod error;
 mod execute;
@@ -162,9 +163,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         }
     };
     // An adapter process is stopped on every way out (a no-op when execute already did).
-    for limiter in &state.limiters {
-        limiter.stop().await;
-    }
+    crate::limiter::stop_all(&state.limiters).await;
     drop(recorder);
     let (mut events, mut history_error) = history.finish();
     if let Some(e) = &history_error {
