@@ -346,15 +346,10 @@ reason = "the import path is rate limited upstream (ticket OPS-1)"
     }
 }
 
-/// A limiter that names its keys by the wall clock's period (incident 2's daily cap keys by
-/// the date) must see one key per identity in a run, whatever the time of day: a run that
-/// would straddle a boundary of its period waits for it. The period here is one the test
-/// picks so that a boundary falls 1.5–2.5 s after the run is started, inside its 2.5 s of
-/// traffic; `LIMITER_HARNESS_CALENDAR_MS` makes it the harness's period too.
-#[test]
-fn a_run_that_would_straddle_a_calendar_boundary_waits_and_sees_one_bucket() {
-    let dir = tempfile::tempdir().unwrap();
-    let adapter = dir.path().join("bucketed.py");
+/// An exec adapter keyed by the wall clock's `BUCKET_MS` buckets, writing each request's
+/// bucket to `BUCKETS_FILE`.
+fn write_bucketed_adapter(dir: &Path) -> PathBuf {
+    let adapter = dir.join("bucketed.py");
     std::fs::write(
         &adapter,
         format!(
@@ -381,7 +376,12 @@ serve(decide, "bucketed by the wall clock", keys=["cal:{{identity}}:*"], ttl_max
         ),
     )
     .unwrap();
-    let scenario = dir.path().join("two-buckets.toml");
+    adapter
+}
+
+/// 2.5 s of traffic from one identity, far under its limit.
+fn write_two_buckets_scenario(dir: &Path) {
+    let scenario = dir.join("two-buckets.toml");
     std::fs::write(
         &scenario,
         r#"name = "two-buckets"
@@ -407,6 +407,18 @@ invariants = ["admitted-within-limit"]
 "#,
     )
     .unwrap();
+}
+
+/// A limiter that names its keys by the wall clock's period (incident 2's daily cap keys by
+/// the date) must see one key per identity in a run, whatever the time of day: a run that
+/// would straddle a boundary of its period waits for it. The period here is one the test
+/// picks so that a boundary falls 1.5–2.5 s after the run is started, inside its 2.5 s of
+/// traffic; `LIMITER_HARNESS_CALENDAR_MS` makes it the harness's period too.
+#[test]
+fn a_run_that_would_straddle_a_calendar_boundary_waits_and_sees_one_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = write_bucketed_adapter(dir.path());
+    write_two_buckets_scenario(dir.path());
     // A period of 45–90 s (a run of 2.5 s + the 2 s margin fits in a tenth of it) with a
     // boundary 1.5–2.5 s from now.
     let now_ms = std::time::SystemTime::now()
