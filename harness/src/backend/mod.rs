@@ -149,6 +149,22 @@ pub trait ServerHandle: Send + Sync {
     }
 }
 
+impl BackendOptions {
+    /// `auto` for many runs (a matrix, a suite, an exploration): a local server process per
+    /// run when the server binary is here — one fresh server per run either way, the same
+    /// binary the image is built from, and cheaper to start than a container.
+    pub fn preferring_processes(mut self) -> Self {
+        if self.choice == BackendChoice::Auto
+            && self.url.is_none()
+            && self.image.is_none()
+            && resolve_server(self.server.as_deref()).is_ok()
+        {
+            self.choice = BackendChoice::Process;
+        }
+        self
+    }
+}
+
 /// Pick the backend the options ask for, checking its prerequisites.
 pub async fn select_backend(opts: &BackendOptions) -> Result<Arc<dyn Backend>, SetupError> {
     if opts.image.is_some() && opts.server.is_some() {

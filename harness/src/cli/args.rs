@@ -142,6 +142,19 @@ pub struct BackendArgs {
     pub via_proxy: bool,
 }
 
+impl BackendArgs {
+    /// What the backends need of these arguments.
+    pub fn options(&self) -> crate::backend::BackendOptions {
+        crate::backend::BackendOptions {
+            choice: self.backend,
+            url: self.url.clone(),
+            image: self.image.clone(),
+            server: self.server.clone(),
+            allow_reconfigure: self.allow_reconfigure,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct MatrixArgs {
     /// Scenario names to run, as globs separated by commas (`*-eviction,lost-reply`); all by default.

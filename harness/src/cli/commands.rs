@@ -24,14 +24,7 @@ pub(super) fn say(text: &str) {
 }
 
 pub(super) async fn backend_for(args: &BackendArgs) -> Result<Arc<dyn Backend>, SetupError> {
-    backend::select_backend(&BackendOptions {
-        choice: args.backend,
-        url: args.url.clone(),
-        image: args.image.clone(),
-        server: args.server.clone(),
-        allow_reconfigure: args.allow_reconfigure,
-    })
-    .await
+    backend::select_backend(&args.options()).await
 }
 
 /// Apply `--keys` and `--window-ms` to a loaded scenario.
@@ -158,140 +151,24 @@ fn print_summary(report: &Report) {
     say(&format!("reproduce: {}", report.reproduce));
 }
 
-/// The scenarios `--scenarios` selects, loaded and adjusted by `--keys`/`--window-ms`.
-fn matrix_scenarios(args: &MatrixArgs) -> Result<Vec<Scenario>, SetupError> {
-    let mut scenarios: Vec<_> = list_scenarios()
-        .into_iter()
-        .filter(|(name, _)| args.scenarios.split(',').any(|glob| glob_match(glob.trim(), name)))
-        .map(|(_, source)| source.load())
-        .collect::<Result<_, _>>()?;
-    for scenario in &mut scenarios {
-        adjust(scenario, &args.adjust)?;
-    }
-    if scenarios.is_empty() {
-        return Err(SetupError::Usage(format!(
-            "no scenario matches `{}` (see `limiter-harness list`)",
-            args.scenarios
-        )));
-    }
-    Ok(scenarios)
-}
-
-/// The matrix prefers local processes: one fresh server per cell either way, the same
-/// binary the image is built from, and cheaper to start than a container.
-fn matrix_server(args: &MatrixArgs) -> BackendArgs {
-    prefer_processes(args.server.clone())
-}
-
 /// `auto` for many cells: a local server process per cell when the server binary is here.
 pub(super) fn prefer_processes(mut server: BackendArgs) -> BackendArgs {
-    if server.backend == BackendChoice::Auto
-        && server.url.is_none()
-        && server.image.is_none()
-        && crate::servers::resolve_server(server.server.as_deref()).is_ok()
-    {
-        server.backend = BackendChoice::Process;
-    }
+    server.backend = server.options().preferring_processes().choice;
     server
 }
 
-/// The matrix's servers: the one `--server` (or the default) names, without a dimension;
-/// or each of `--servers`, named in the table by its catalog name (or product-version for a
-/// path), with what it says it is.
-async fn matrix_servers(
-    args: &MatrixArgs,
-    server: &BackendArgs,
-) -> Result<(Vec<matrix::MatrixServer>, Vec<(String, String)>), SetupError> {
-    if args.servers.is_empty() {
-        let backend = backend_for(server).await?;
-        return Ok((vec![matrix::MatrixServer::only(backend)], Vec::new()));
-    }
-    if server.url.is_some() || server.backend == BackendChoice::Url || server.image.is_some() {
-        return Err(SetupError::Usage(
-            "--servers starts each server itself: it does not go with --url or --image".into(),
-        ));
-    }
-    let (mut servers, mut versions) = (Vec::new(), Vec::<(String, String)>::new());
-    for spec in &args.servers {
-        let found = crate::servers::resolve_server(Some(spec))?;
-        let name = match crate::servers::known(spec) {
-            Some(known) => known.name.to_owned(),
-            None => format!("{}-{}", found.product.name(), found.version),
-        };
-        if versions.iter().any(|(n, _)| *n == name) {
-            return Err(SetupError::Usage(format!(
-                "--servers names {name} twice: give each server once"
-            )));
-        }
-        let mut args = server.clone();
-        args.server = Some(spec.clone());
-        let backend = backend_for(&prefer_processes(args)).await?;
-        versions.push((name.clone(), found.describe()));
-        servers.push(matrix::MatrixServer {
-            name: Some(name),
-            backend,
-        });
-    }
-    Ok((servers, versions))
-}
-
-/// What `MATRIX.md` says about how it was made and where the reports are.
-fn matrix_context(args: &MatrixArgs, backend: &dyn Backend, servers: Vec<(String, String)>) -> matrix::TableContext {
-    matrix::TableContext {
-        backend: Some(format!("`--backend {}`", backend.name())),
-        regenerate: match args.servers.as_slice() {
-            [] => "limiter-harness matrix".into(),
-            named => format!(
-                "limiter-harness matrix --servers {}",
-                crate::shell::quote(&named.join(","))
-            ),
-        },
-        runs: crate::shell::relative(&args.out.join("runs/matrix"))
-            .display()
-            .to_string(),
-        baseline: None,
-        servers,
-    }
-}
-
-/// The exit code of a finished matrix: setup errors first, then cells that judged
-/// otherwise than their scenario expects (or, for a limiter the scenarios have no
-/// expectation of, broke an invariant), then unknown cells (but for a limiter on a server
-/// older than it needs: that its commands fail there is what is expected).
+/// The exit code of a finished matrix.
 fn matrix_exit(cells: &[matrix::Cell]) -> ExitCode {
-    let mismatched = cells.iter().filter(|c| {
-        let verdict = c.verdict();
-        (verdict.is_some_and(|v| v != Verdict::Unknown) && !c.as_expected())
-            || (c.expected == matrix::Expectation::Unstated && verdict == Some(Verdict::Invalid))
-    });
-    if cells.iter().any(|c| c.outcome.is_err()) {
-        ExitCode::Setup
-    } else if mismatched.count() > 0 {
-        ExitCode::Invalid
-    } else if cells
-        .iter()
-        .any(|c| c.verdict() == Some(Verdict::Unknown) && c.needs_newer_server().is_none())
-    {
-        ExitCode::Unknown
-    } else {
-        ExitCode::Valid
-    }
-}
-
-/// The matrix's cells at once when `--jobs` is not given. Measured on 2 cores
-/// (docs/performance.md): processes at 16 give the reviewed verdicts in about 51 s; containers at 16
-/// load the machine enough (Docker's own work per container start and removal) that a
-/// request now and then stalls past a window end and races its key's expiry, at 12 they
-/// did not (4 runs of the matrix, 78 s each).
-fn default_matrix_jobs(backend: &str) -> usize {
-    match backend {
-        "container" => 12,
-        _ => 16,
+    match matrix::outcome(cells) {
+        matrix::MatrixOutcome::SetupFailed => ExitCode::Setup,
+        matrix::MatrixOutcome::Differs => ExitCode::Invalid,
+        matrix::MatrixOutcome::Unknown => ExitCode::Unknown,
+        matrix::MatrixOutcome::AsExpected => ExitCode::Valid,
     }
 }
 
 pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
-    let scenarios = matrix_scenarios(&args)?;
+    let scenarios = matrix::select_scenarios(&args.scenarios, &args.adjust.to_adjust())?;
     let names: Vec<String> = if args.limiters.is_empty() {
         BUILTIN_NAMES.iter().map(|n| (*n).to_owned()).collect()
     } else {
@@ -301,16 +178,13 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         .iter()
         .map(|n| crate::limiter::resolve(n).map(matrix::MatrixLimiter::plain))
         .collect::<Result<Vec<_>, _>>()?;
-    let server = matrix_server(&args);
-    let (servers, versions) = matrix_servers(&args, &server).await?;
+    // The matrix prefers local processes: one fresh server per cell either way.
+    let server = prefer_processes(args.server.clone());
+    let (servers, versions) = matrix::select_servers(&args.servers, &server.options()).await?;
     let backend = Arc::clone(&servers[0].backend);
-    let mut jobs = args.jobs.unwrap_or_else(|| default_matrix_jobs(backend.name()));
-    if !backend.owns_servers() && jobs > 1 {
-        // Cells on one server share its keys and settings: one at a time.
-        eprintln!("limiter-harness matrix: one server for every cell (--backend url): running one cell at a time");
-        jobs = 1;
-    }
-    let context = matrix_context(&args, backend.as_ref(), versions);
+    let jobs = matrix::jobs_for(args.jobs, backend.as_ref());
+    let runs_dir = args.out.join("runs/matrix");
+    let context = matrix::table_context(&args.servers, backend.as_ref(), &runs_dir, versions);
     let started = std::time::Instant::now();
     let on = match servers.len() {
         1 => String::new(),
@@ -330,7 +204,7 @@ pub async fn matrix(args: MatrixArgs) -> Result<ExitCode, SetupError> {
         limiters,
         servers,
         jobs,
-        runs_dir: args.out.join("runs/matrix"),
+        runs_dir,
         seed: args.seed,
         via_proxy: server.via_proxy,
         allow_reconfigure: server.allow_reconfigure,

@@ -3,12 +3,14 @@
 //! (`MATRIX.md`, one per server) checked against what each scenario expects.
 
 mod cells;
+mod plan;
 mod table;
 
 pub use cells::{
     Cell, CellError, Expectation, MatrixConfig, MatrixLimiter, MatrixServer, expected_ms, run_matrix,
     run_on_own_thread, sanitize, server_dir_name,
 };
+pub use plan::{MatrixOutcome, default_jobs, jobs_for, outcome, select_scenarios, select_servers, table_context};
 pub use table::{TableContext, grid, render_table, short_label};
 
 /// Shell-style glob match (`*` any run, `?` one character) for scenario names.

@@ -7,7 +7,6 @@ use crate::report::{Counts, FaultSummary, KeysSummary, LimiterSummary, Observed,
 use crate::scenario::{
     CacheTarget, CommandFault, CommandFaultAction, Fault, GapFault, GapFaultAction, Scenario, ServerAction, ServerFault,
 };
-use crate::workload::plan;
 
 pub fn report(
     facts: &RunFacts,
@@ -61,7 +60,7 @@ pub fn report(
         verdict,
         invariants,
         faults: faults(facts, limiter, scenario, index),
-        requests_scheduled: plan(scenario, facts.seed).total_requests(),
+        requests_scheduled: scenario.planned_requests(),
         reproduce: facts.reproduce.clone(),
         problems,
         timeline: None,

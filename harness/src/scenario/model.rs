@@ -162,6 +162,11 @@ impl Scenario {
         given.or(self.seed).unwrap_or_else(otherwise)
     }
 
+    /// How many requests its schedule sends (whatever the seed: the seed places them).
+    pub fn planned_requests(&self) -> u64 {
+        self.phases.iter().map(|p| p.kind.planned_requests()).sum()
+    }
+
     /// How long a run of this scenario may take before it is stopped and called unknown:
     /// `[check] deadline_ms` if set, else a minute plus twice [`Scenario::worst_case_ms`].
     /// Generous: it ends a run that hangs, not one that is merely slow.
@@ -184,7 +189,7 @@ impl Scenario {
                 None => phase.kind.planned_requests().saturating_mul(5),
             });
         }
-        let requests: u64 = self.phases.iter().map(|p| p.kind.planned_requests()).sum();
+        let requests = self.planned_requests();
         for fault in &self.faults {
             // What one strike can hold a request up, times the strikes (every request at
             // most, when the fault strikes every matching gap or command).

@@ -163,6 +163,21 @@ mod tests {
     use crate::scenario::parse_scenario;
     use std::path::Path;
 
+    /// The report counts the scheduled requests from the scenario alone, without planning.
+    #[test]
+    fn every_catalog_schedule_sends_what_its_scenario_plans() {
+        for (name, source) in crate::scenario::list_scenarios() {
+            let scenario = source.load().unwrap();
+            for seed in [0, 1, 36] {
+                assert_eq!(
+                    plan(&scenario, seed).total_requests(),
+                    scenario.planned_requests(),
+                    "{name}, seed {seed}"
+                );
+            }
+        }
+    }
+
     fn scenario() -> Scenario {
         let text = r#"
 name = "t"
