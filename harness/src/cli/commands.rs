@@ -7,11 +7,10 @@ use rand::RngExt;
 
 use super::args::{BackendArgs, Format, ImageArgs, MatrixArgs, RunArgs, ScenarioArgs};
 use super::exit::ExitCode;
-use crate::backend::{self, Backend, BackendChoice, BackendOptions};
-use crate::checker::Verdict;
+use crate::backend::{self, Backend};
 use crate::error::SetupError;
 use crate::limiter::{BUILTIN_NAMES, BUILTINS, Builtin};
-use crate::matrix::{self, MatrixConfig, glob_match, render_table};
+use crate::matrix::{self, MatrixConfig, render_table};
 use crate::report::Report;
 use crate::runner::{self, RunConfig};
 use crate::scenario::{Scenario, list_scenarios, open_scenario};
