@@ -607,6 +607,13 @@ async fn correct_limiters_with_their_own_keys_pass_steady_control() {
             1000,
             "LIMITS:LIMITER/api/{identity}/10/1/second",
         ),
+        // Two counters, the current window's (a hash tag) and the previous one's (`/-1`),
+        // rotated by RENAME and SET 0: a sliding window counter, no reset, two windows' TTL.
+        (
+            python("limits_sliding_window_counter"),
+            1000,
+            "{{LIMITS:LIMITER/api/{identity}/10/1/second}}",
+        ),
         // A key per window: geocode:calls:<identity>:<window number>.
         (python("daily_cap"), 510, "geocode:calls:{identity}:*"),
         // Two keys per identity, kept two refill periods.

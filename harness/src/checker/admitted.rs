@@ -135,6 +135,13 @@ fn bound(input: &CheckInput<'_>) -> (u64, String) {
                 "at most requests_max = {max} admitted per identity in any {window} ms: the log admits only while fewer than {max} fall within the last window"
             ),
         ),
+        Algorithm::SlidingWindowCounter => (
+            2 * max,
+            format!(
+                "at most 2 × requests_max = {} admitted per identity in any {window} ms: each of the counter's windows admits at most {max} (the weighted previous count only lowers what the current one may admit), and an interval of one window overlaps two of them",
+                2 * max
+            ),
+        ),
         Algorithm::TokenBucket | Algorithm::Gcra => (
             2 * max,
             format!(

@@ -13,8 +13,11 @@ pub struct TtlBound {
     pub ttl_slack_ms: u64,
     /// Where `ttl_max_ms` comes from, in words.
     pub from: String,
-    /// Whether it is the default of one window (nobody declared a bound).
+    /// Whether it is the default (nobody declared a bound).
     pub default: bool,
+    /// The default's windows (one, two for a sliding window counter); not in the report.
+    #[serde(skip)]
+    pub default_windows: u64,
 }
 
 impl TtlBound {
@@ -37,8 +40,12 @@ impl TtlBound {
                 false,
             ),
             (None, None) => (
-                limit.window_ms,
-                format!("one window, the default ({})", algorithm.ttl_default_reason()),
+                limit.window_ms.saturating_mul(algorithm.ttl_default_windows()),
+                format!(
+                    "{}, the default ({})",
+                    windows_in_words(algorithm.ttl_default_windows()),
+                    algorithm.ttl_default_reason()
+                ),
                 true,
             ),
         };
@@ -47,6 +54,7 @@ impl TtlBound {
             ttl_slack_ms: config.ttl_slack_ms,
             from,
             default,
+            default_windows: algorithm.ttl_default_windows(),
         }
     }
 
@@ -58,8 +66,12 @@ impl TtlBound {
     /// The rule as `ttl-bounded` states it.
     pub fn rule(&self) -> String {
         if self.default {
+            let windows = match self.default_windows {
+                1 => String::new(),
+                n => format!("{n} × "),
+            };
             format!(
-                "PTTL <= window_ms + ttl_slack_ms = {} + {} = {} ms",
+                "PTTL <= {windows}window_ms + ttl_slack_ms = {} + {} = {} ms",
                 self.ttl_max_ms,
                 self.ttl_slack_ms,
                 self.bound_ms()
@@ -76,10 +88,35 @@ impl TtlBound {
     }
 }
 
+/// "one window", "2 windows".
+fn windows_in_words(windows: u64) -> String {
+    match windows {
+        1 => "one window".to_owned(),
+        n => format!("{n} windows"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::checker::fixtures::{config, limit};
+
+    #[test]
+    fn a_sliding_window_counter_lives_two_windows_by_default() {
+        let (limit, config) = (limit(), config(&[]));
+        assert_eq!(limit.window_ms, 1000);
+        let bound = TtlBound::resolve(&limit, &config, Algorithm::SlidingWindowCounter, None);
+        assert_eq!(bound.ttl_max_ms, 2000);
+        assert!(bound.default);
+        assert!(bound.from.starts_with("2 windows, the default"), "{}", bound.from);
+        assert_eq!(
+            bound.rule(),
+            "PTTL <= 2 × window_ms + ttl_slack_ms = 2000 + 0 = 2000 ms"
+        );
+        let fixed = TtlBound::resolve(&limit, &config, Algorithm::FixedWindow, None);
+        assert_eq!(fixed.ttl_max_ms, 1000);
+        assert!(fixed.from.starts_with("one window, the default"), "{}", fixed.from);
+    }
 
     #[test]
     fn scenario_beats_limiter_beats_default() {

@@ -568,7 +568,12 @@ fn no_counter_reset_does_not_judge_count_drops_of_algorithms_whose_count_falls()
             .is_some_and(|r| r.contains("a count lower than one an earlier finished request saw")),
         "{fixed:#?}"
     );
-    for algorithm in [Algorithm::SlidingLog, Algorithm::TokenBucket, Algorithm::Gcra] {
+    for algorithm in [
+        Algorithm::SlidingLog,
+        Algorithm::TokenBucket,
+        Algorithm::Gcra,
+        Algorithm::SlidingWindowCounter,
+    ] {
         let result = history.check_one_as(algorithm, NoCounterReset);
         assert_verdict(&result, Verdict::Valid);
         assert_eq!(
@@ -953,6 +958,21 @@ fn admitted_within_limit_token_bucket_and_gcra_bound_is_twice_the_limit() {
             "{rule}"
         );
     }
+}
+
+#[test]
+fn admitted_within_limit_sliding_window_counter_bound_is_two_of_its_windows() {
+    // 20 admitted in one window: both of the counter's windows full — at the bound, and no
+    // fixed-window rule (the count is the weighted sum, not one counter's).
+    let twenty = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 0, 20, 1);
+    let result = twenty.check_one_as(Algorithm::SlidingWindowCounter, AdmittedWithinLimit);
+    assert_verdict(&result, Verdict::Valid);
+    assert!(result.notes.is_empty(), "{result:#?}");
+    let rule = result.rule.as_deref().unwrap_or_default();
+    assert!(rule.starts_with("at most 2 × requests_max = 20"), "{rule}");
+    let history = run_of(HistoryBuilder::new(), Outcome::Allowed, 0, 1, 0, 21, 1);
+    let result = history.check_one_as(Algorithm::SlidingWindowCounter, AdmittedWithinLimit);
+    assert_eq!(sole_anomaly(&result).kind, "over-admission");
 }
 
 // ---- no-lockout --------------------------------------------------------------------------

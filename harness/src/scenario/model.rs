@@ -407,6 +407,11 @@ pub enum Algorithm {
     TokenBucket,
     /// The generic cell rate algorithm: one emission per window/limit, bursts up to the limit.
     Gcra,
+    /// Two counters per identity, the current window's and the previous one's; a request is
+    /// admitted when the previous count, weighted by how much of its window is left, plus the
+    /// current count stays within the limit. The windows rotate (a `RENAME` of the current
+    /// counter onto the previous one, a new current counter at 0): deliberate writes.
+    SlidingWindowCounter,
 }
 
 impl Algorithm {
@@ -416,6 +421,7 @@ impl Algorithm {
             Self::SlidingLog => "sliding log",
             Self::TokenBucket => "token bucket",
             Self::Gcra => "GCRA",
+            Self::SlidingWindowCounter => "sliding window counter",
         }
     }
 
@@ -432,6 +438,17 @@ impl Algorithm {
             Self::SlidingLog => "a sliding log's entries are older than a window once it ends",
             Self::TokenBucket => "an emptied token bucket is full again after one window",
             Self::Gcra => "a GCRA arrival time is at most one window ahead",
+            Self::SlidingWindowCounter => {
+                "a sliding window counter counts the current window, then weighs in as the previous one for another"
+            }
+        }
+    }
+
+    /// How many windows a key lives at most when the limiter declares nothing else.
+    pub fn ttl_default_windows(self) -> u64 {
+        match self {
+            Self::SlidingWindowCounter => 2,
+            _ => 1,
         }
     }
 }
