@@ -612,7 +612,7 @@ async fn correct_limiters_with_their_own_keys_pass_steady_control() {
         (
             python("limits_sliding_window_counter"),
             1000,
-            "{{LIMITS:LIMITER/api/{identity}/10/1/second}}",
+            "LIMITS:{{LIMITER/api/{identity}/10/1/second}}",
         ),
         // A key per window: geocode:calls:<identity>:<window number>.
         (python("daily_cap"), 510, "geocode:calls:{identity}:*"),

@@ -1,7 +1,7 @@
 """Python `limits` 5.8, sliding window counter, through its public API and unchanged:
 `SlidingWindowCounterRateLimiter(RedisStorage(url)).hit(item, "api", identity)`.
 
-Two keys per identity: the current window's counter `{LIMITS:LIMITER/api/<identity>/<amount>/<seconds>/second}`
+Two keys per identity: the current window's counter `LIMITS:{LIMITER/api/<identity>/<amount>/<seconds>/second}`
 and the previous one's, the same name with `/-1` (a hash tag keeps both on one cluster node).
 A request weighs the previous count by how much of its window is left, adds the current
 count, and admits when that stays within the limit. Its script rotates the windows itself:
@@ -32,8 +32,9 @@ def decide(_client, request, limit, window_ms):
 
 
 if __name__ == "__main__":
-    # The hash tag's braces are literal in a key template: doubled.
-    current = "{{" + STORAGE.prefixed_key(ITEM.key_for("api", "{identity}")) + "}}"
+    # The library wraps the key in a hash tag, then prefixes it; the tag's braces are
+    # literal in a key template: doubled.
+    current = STORAGE.prefixed_key("{{" + ITEM.key_for("api", "{identity}") + "}}")
     serve(
         decide,
         "python limits 5.8 SlidingWindowCounterRateLimiter",
