@@ -448,8 +448,19 @@ async fn losing_the_server_mid_run_is_unknown_with_the_history_saved() {
     };
     let config = url_run(scenario, &server.url, dir.path(), true);
     let url = server.url.clone();
+    let mut conn = server.conn().await;
     let killer = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        // Mid-traffic, whenever the traffic starts (a run may first wait to fit inside one
+        // calendar minute): once the limiter's key exists, a little later.
+        let started = std::time::Instant::now();
+        while redis::cmd("DBSIZE").query_async::<u64>(&mut conn).await.unwrap() == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the run never sent a request"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
         server.stop().await;
     });
     let outcome = runner::run(config)

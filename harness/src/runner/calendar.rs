@@ -16,6 +16,7 @@
 //! `LIMITER_HARNESS_CALENDAR_MS` changes the periods (`off`, or a comma-separated list of
 //! periods in ms, e.g. `2000` to keep short runs inside one two-second bucket).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::SetupError;
@@ -95,8 +96,9 @@ pub fn period_name(period_ms: u64) -> String {
 }
 
 /// Wait (on the wall clock) until a run reaching `before_ms` back and `after_ms` ahead fits
-/// inside one calendar period, saying so on stderr when it waits.
-pub async fn keep_inside_one_period(before_ms: u64, after_ms: u64, periods_ms: &[u64]) {
+/// inside one calendar period, saying so on stderr when it waits; `waited_ms` holds the wait
+/// from before it starts (the deadline does not count it).
+pub async fn keep_inside_one_period(before_ms: u64, after_ms: u64, periods_ms: &[u64], waited_ms: &AtomicU64) {
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -104,12 +106,27 @@ pub async fn keep_inside_one_period(before_ms: u64, after_ms: u64, periods_ms: &
         return;
     };
     if wait_ms > 0 {
+        waited_ms.store(wait_ms, Ordering::Release);
         eprintln!(
             "limiter-harness: waiting {:.1} s so the run fits inside one UTC {} (a limiter that names its keys by the date, hour or minute then sees one key per identity whatever the time of day)",
             wait_ms as f64 / 1000.0,
             period_name(period_ms)
         );
         tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+    }
+}
+
+/// The run's deadline, not counting its calendar wait (`waited_ms`, set before the wait
+/// starts): sleeps `deadline`, then as much more as the run waited.
+pub async fn deadline_besides_the_wait(deadline: Duration, waited_ms: &AtomicU64) {
+    let mut slept = Duration::ZERO;
+    loop {
+        let due = deadline + Duration::from_millis(waited_ms.load(Ordering::Acquire));
+        if due <= slept {
+            return;
+        }
+        tokio::time::sleep(due - slept).await;
+        slept = due;
     }
 }
 
@@ -193,6 +210,26 @@ mod tests {
         assert_eq!(parse_periods("0"), None);
         assert_eq!(parse_periods("a minute"), None);
         assert_eq!(parse_periods(""), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_does_not_count_the_calendar_wait() {
+        let start = tokio::time::Instant::now();
+        let waited = AtomicU64::new(0);
+        deadline_besides_the_wait(Duration::from_secs(2), &waited).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        // A wait of 5 s announced while the deadline runs (before it would fire).
+        let start = tokio::time::Instant::now();
+        let waited = std::sync::Arc::new(AtomicU64::new(0));
+        let announce = {
+            let waited = std::sync::Arc::clone(&waited);
+            async move {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                waited.store(5_000, Ordering::Release);
+            }
+        };
+        tokio::join!(deadline_besides_the_wait(Duration::from_secs(2), &waited), announce);
+        assert_eq!(start.elapsed(), Duration::from_secs(7));
     }
 
     #[test]

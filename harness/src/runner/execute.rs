@@ -48,6 +48,9 @@ pub struct RunState {
     pub layout: Option<KeyLayout>,
     /// The run's id (its owner's pid first), which names what it leaves on disk.
     pub run_id: String,
+    /// How long the run waits to fit inside one calendar period, set before it waits: that
+    /// time does not count against the deadline.
+    pub calendar_wait_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A background task that is aborted if the run is dropped (interrupted).
@@ -124,7 +127,7 @@ pub async fn execute(
     };
     // From the planted state on, the limiter's keys may carry the date: no midnight inside.
     let (before_ms, after_ms) = calendar_span_ms(scenario);
-    calendar::keep_inside_one_period(before_ms, after_ms, &periods_ms).await;
+    calendar::keep_inside_one_period(before_ms, after_ms, &periods_ms, &state.calendar_wait_ms).await;
     prepare_state(config, &link, &layout, &mut admin, recorder, clock).await?;
     // The servers' INFO counters before traffic (the report takes the difference to the end).
     recorder.record(

@@ -132,6 +132,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         ..RunState::default()
     };
     let history_failed = history.failed();
+    let calendar_wait_ms = Arc::clone(&state.calendar_wait_ms);
     let executed = tokio::select! {
         biased;
         // A history that cannot be written (a full disk) ends the run at once: going on would
@@ -148,7 +149,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
             Ok(())
         }
         result = execute::execute(&config, &servers, &recorder, clock, &mut state) => result,
-        () = tokio::time::sleep(config.scenario.deadline()) => {
+        () = calendar::deadline_besides_the_wait(config.scenario.deadline(), &calendar_wait_ms) => {
             recorder.record(Event::Problem {
                 t_us: clock.now_us(),
                 source: ProblemSource::Deadline,
