@@ -409,28 +409,33 @@ invariants = ["admitted-within-limit"]
     .unwrap();
 }
 
+/// A period of 45–90 s (a run of 2.5 s + the 2 s margin fits in a tenth of it) with a
+/// boundary 1.5–2.5 s from now.
+fn period_with_a_boundary_inside_the_traffic() -> u64 {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    (45_000u64..90_000)
+        .find(|p| {
+            let boundary = (now_ms + 1_500).div_ceil(*p) * p;
+            boundary <= now_ms + 2_500
+        })
+        .expect("a period with a boundary 1.5–2.5 s away")
+}
+
 /// A limiter that names its keys by the wall clock's period (incident 2's daily cap keys by
 /// the date) must see one key per identity in a run, whatever the time of day: a run that
 /// would straddle a boundary of its period waits for it. The period here is one the test
 /// picks so that a boundary falls 1.5–2.5 s after the run is started, inside its 2.5 s of
-/// traffic; `LIMITER_HARNESS_CALENDAR_MS` makes it the harness's period too.
+/// traffic; `LIMITER_HARNESS_CALENDAR_MS` makes it the harness's period too. A built-in,
+/// whose keys no clock names, does not wait.
 #[test]
 fn a_run_that_would_straddle_a_calendar_boundary_waits_and_sees_one_bucket() {
     let dir = tempfile::tempdir().unwrap();
     let adapter = write_bucketed_adapter(dir.path());
     write_two_buckets_scenario(dir.path());
-    // A period of 45–90 s (a run of 2.5 s + the 2 s margin fits in a tenth of it) with a
-    // boundary 1.5–2.5 s from now.
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let period_ms = (45_000u64..90_000)
-        .find(|p| {
-            let boundary = (now_ms + 1_500).div_ceil(*p) * p;
-            boundary <= now_ms + 2_500
-        })
-        .expect("a period with a boundary 1.5–2.5 s away");
+    let period_ms = period_with_a_boundary_inside_the_traffic();
     let buckets = dir.path().join("buckets.txt");
     let out = Command::new(env!("CARGO_BIN_EXE_limiter-harness"))
         .current_dir(dir.path())
@@ -451,6 +456,22 @@ fn a_run_that_would_straddle_a_calendar_boundary_waits_and_sees_one_bucket() {
         .collect();
     assert_eq!(seen.len(), 1, "one bucket for the whole run: {seen:?}\n{all}");
     assert!(all.contains("so the run fits inside one UTC"), "{all}");
+
+    // A built-in's keys are the harness's own (`rl:0`): no clock names them, so its run does
+    // not wait, boundary or not.
+    let out = Command::new(env!("CARGO_BIN_EXE_limiter-harness"))
+        .current_dir(dir.path())
+        .args(["run", "two-buckets.toml", "--backend", "process", "--no-progress"])
+        .args(["--limiter", "multi-incr-expire-nx"])
+        .env(
+            "LIMITER_HARNESS_CALENDAR_MS",
+            period_with_a_boundary_inside_the_traffic().to_string(),
+        )
+        .output()
+        .unwrap();
+    let all = text_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert!(!all.contains("so the run fits inside one UTC"), "{all}");
 
     // And a malformed setting is an error that names it, before any server starts.
     let out = Command::new(env!("CARGO_BIN_EXE_limiter-harness"))

@@ -158,6 +158,14 @@ pub trait Limiter: Send + Sync {
     fn count_at_key(&self) -> bool {
         false
     }
+    /// Whether the names of its keys may follow the wall clock (a daily cap's
+    /// `cap:{org}:{day}`): a run then waits, when it must, to fit inside one calendar period
+    /// (`runner/calendar.rs`). Only a limiter whose keys are exactly the ones the harness
+    /// hands it (the built-ins: `key_prefix` + identity) says no; a script or an adapter may
+    /// name its keys as it likes.
+    fn keys_follow_the_clock(&self) -> bool {
+        true
+    }
     /// Write this limiter's own state for `identity` (whose harness key is `key`) as it is
     /// once the identity has used up its limit, with no TTL: what incident 1 leaves behind.
     async fn plant_exhausted(

@@ -6,11 +6,22 @@
 //! request is between its round trips by chance (on a machine whose round trips sometimes
 //! take tens of ms); the races the catalog shows are the ones its faults make.
 //!
-//! The notification reaches the harness after the server set the TTL, so the due time is
-//! never earlier than the real one: a request held until it has passed finds the key gone.
+//! The notification says which keys have a TTL; when they expire, the server says: before
+//! a held phase's request starts, one pipelined `PTTL` on the harness's own connection asks
+//! for every such key of its identity. A key at most the margin (plus that round trip) from
+//! its expiry holds the request until just after it. Asking, rather than counting a window
+//! from the notification, keeps the hold right when notifications arrive late (a loaded
+//! machine: the window would end before the estimate, between a request's round trips) and
+//! for TTLs that are not one window (a token bucket's two, a daily cap's 26 h). When the
+//! server cannot answer within the margin (paused, restarting) the estimate decides: a
+//! notification reaches the harness after the server set the TTL, so the estimated due time
+//! is never earlier than the real one.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
 
 use crate::clock::RunClock;
 
@@ -24,7 +35,21 @@ pub struct ExpiryWatch {
     clock: RunClock,
     /// identity → key → when it is due to expire (µs on the run's clock).
     due: Mutex<HashMap<u32, HashMap<String, u64>>>,
+    /// The harness's own connection to the limiter's server, to ask for PTTLs; `None`: the
+    /// estimates decide.
+    server: Mutex<Option<Asking>>,
 }
+
+/// Where to ask, and the connection while it works (a restart or a failover closes it: it is
+/// opened again, at most every [`RECONNECT_EVERY_US`]).
+#[derive(Debug)]
+struct Asking {
+    url: String,
+    conn: Option<MultiplexedConnection>,
+    retry_at_us: u64,
+}
+
+const RECONNECT_EVERY_US: u64 = 100_000;
 
 impl ExpiryWatch {
     pub fn new(window_ms: u64, clock: RunClock) -> Self {
@@ -32,6 +57,54 @@ impl ExpiryWatch {
             window_us: window_ms * 1000,
             clock,
             due: Mutex::new(HashMap::new()),
+            server: Mutex::new(None),
+        }
+    }
+
+    /// Ask the server at `url` (on a connection of the harness's own) how long the keys have
+    /// left, rather than estimating it from when their TTL was seen.
+    pub fn ask(self, url: &str) -> Self {
+        *self.server.lock().expect("expiry watch lock") = Some(Asking {
+            url: url.to_owned(),
+            conn: None,
+            retry_at_us: 0,
+        });
+        self
+    }
+
+    /// The connection to ask on, opened (again) when it is time to; `None`: not now.
+    async fn connection(&self, within: Duration) -> Option<MultiplexedConnection> {
+        let url = {
+            let server = self.server.lock().expect("expiry watch lock");
+            let asking = server.as_ref()?;
+            if let Some(conn) = &asking.conn {
+                return Some(conn.clone());
+            }
+            if self.clock.now_us() < asking.retry_at_us {
+                return None;
+            }
+            asking.url.clone()
+        };
+        let opened = tokio::time::timeout(within, crate::backend::connect(&url)).await;
+        let mut server = self.server.lock().expect("expiry watch lock");
+        let asking = server.as_mut()?;
+        match opened {
+            Ok(Ok(conn)) => {
+                asking.conn = Some(conn.clone());
+                Some(conn)
+            }
+            _ => {
+                asking.retry_at_us = self.clock.now_us() + RECONNECT_EVERY_US;
+                None
+            }
+        }
+    }
+
+    /// The connection failed: open another one later.
+    fn lost_connection(&self) {
+        if let Some(asking) = self.server.lock().expect("expiry watch lock").as_mut() {
+            asking.conn = None;
+            asking.retry_at_us = self.clock.now_us() + RECONNECT_EVERY_US;
         }
     }
 
@@ -72,13 +145,75 @@ impl ExpiryWatch {
     pub async fn clear(&self, identity: u32, clear_us: u64) {
         // A new TTL may be seen while waiting: look again after each wait.
         for _ in 0..8 {
-            let now_us = self.clock.now_us();
-            let Some(until_us) = self.hold_until(identity, now_us, clear_us) else {
+            let until_us = match self.ask_server(identity, clear_us).await {
+                Some(told) => told,
+                None => self.hold_until(identity, self.clock.now_us(), clear_us),
+            };
+            let Some(until_us) = until_us else {
                 return;
             };
-            tokio::time::sleep(std::time::Duration::from_micros(until_us.saturating_sub(now_us))).await;
+            let now_us = self.clock.now_us();
+            tokio::time::sleep(Duration::from_micros(until_us.saturating_sub(now_us))).await;
         }
     }
+
+    /// What the server says of `identity`'s keys with a TTL: `Some(None)` the request may
+    /// go, `Some(Some(until))` it waits until then; `None` when there is no answer within
+    /// the margin (no connection, an error, a paused or restarting server).
+    async fn ask_server(&self, identity: u32, clear_us: u64) -> Option<Option<u64>> {
+        let keys: Vec<String> = {
+            let due = self.due.lock().expect("expiry watch lock");
+            due.get(&identity)
+                .map(|k| k.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        if keys.is_empty() {
+            return Some(None);
+        }
+        let within = Duration::from_micros(clear_us.max(1_000));
+        let mut conn = self.connection(within).await?;
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            pipe.cmd("PTTL").arg(key);
+        }
+        let sent_us = self.clock.now_us();
+        let asked = tokio::time::timeout(within, pipe.query_async::<Vec<i64>>(&mut conn)).await;
+        let replied_us = self.clock.now_us();
+        let pttls_ms = match asked {
+            Ok(Ok(pttls_ms)) => pttls_ms,
+            // Slow (a paused server): the estimate decides this time.
+            Err(_) => return None,
+            Ok(Err(_)) => {
+                self.lost_connection();
+                return None;
+            }
+        };
+        let mut due = self.due.lock().expect("expiry watch lock");
+        let known = due.entry(identity).or_default();
+        for (key, &pttl_ms) in keys.iter().zip(&pttls_ms) {
+            // Gone or without a TTL: nothing is due; else it is due no earlier than this.
+            if pttl_ms < 0 {
+                known.remove(key);
+            } else if let Some(d) = known.get_mut(key) {
+                *d = sent_us + pttl_ms as u64 * 1000;
+            }
+        }
+        Some(hold_from_pttls(&pttls_ms, sent_us, replied_us, clear_us))
+    }
+}
+
+/// Whether a request about to start at `replied_us` must wait, given the keys' PTTLs (ms)
+/// asked at `sent_us`: a key expires between `sent_us + pttl` and `replied_us + pttl`, so
+/// one that may expire within `clear_us` of the start holds it until just after its latest
+/// possible expiry. `None`: it may go.
+pub fn hold_from_pttls(pttls_ms: &[i64], sent_us: u64, replied_us: u64, clear_us: u64) -> Option<u64> {
+    pttls_ms
+        .iter()
+        .filter(|&&p| p >= 0)
+        .map(|&p| p as u64 * 1000)
+        .filter(|&left_us| sent_us + left_us <= replied_us + clear_us)
+        .map(|left_us| replied_us + left_us + SETTLE_US)
+        .max()
 }
 
 #[cfg(test)]
@@ -122,6 +257,29 @@ mod tests {
         );
         w.seen_at(0, "rl:0", "evicted", 1_000_000);
         assert_eq!(w.hold_until(0, 1_300_000, 40_000), None);
+    }
+
+    #[test]
+    fn the_servers_pttl_holds_a_request_whatever_the_estimate() {
+        // Asked at 100 ms, answered at 101 ms, a 40 ms margin.
+        assert_eq!(hold_from_pttls(&[30], 100_000, 101_000, 40_000), Some(133_000));
+        assert_eq!(
+            hold_from_pttls(&[41], 100_000, 101_000, 40_000),
+            Some(144_000),
+            "within the margin once the round trip counts"
+        );
+        assert_eq!(hold_from_pttls(&[42], 100_000, 101_000, 40_000), None);
+        assert_eq!(
+            hold_from_pttls(&[-1, -2], 100_000, 101_000, 40_000),
+            None,
+            "no TTL, or gone: nothing due"
+        );
+        assert_eq!(
+            hold_from_pttls(&[0, 500, 12], 100_000, 101_000, 40_000),
+            Some(115_000),
+            "the latest of those due decides"
+        );
+        assert_eq!(hold_from_pttls(&[], 100_000, 101_000, 40_000), None);
     }
 
     #[test]

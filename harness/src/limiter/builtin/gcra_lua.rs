@@ -68,6 +68,10 @@ impl Limiter for GcraLua {
         Algorithm::Gcra
     }
 
+    fn keys_follow_the_clock(&self) -> bool {
+        false
+    }
+
     fn redis_version_min(&self) -> (u32, u32) {
         (4, 0)
     }

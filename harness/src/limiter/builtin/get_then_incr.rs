@@ -32,6 +32,10 @@ impl Limiter for GetThenIncr {
         Algorithm::FixedWindow
     }
 
+    fn keys_follow_the_clock(&self) -> bool {
+        false
+    }
+
     fn count_at_key(&self) -> bool {
         true
     }

@@ -33,6 +33,10 @@ impl Limiter for IncrPexpireatClientClock {
         Algorithm::FixedWindow
     }
 
+    fn keys_follow_the_clock(&self) -> bool {
+        false
+    }
+
     fn count_at_key(&self) -> bool {
         true
     }

@@ -52,6 +52,10 @@ impl Limiter for LuaIncrExpireIfFirst {
         Algorithm::FixedWindow
     }
 
+    fn keys_follow_the_clock(&self) -> bool {
+        false
+    }
+
     fn count_at_key(&self) -> bool {
         true
     }

@@ -31,6 +31,10 @@ impl Limiter for PipelineIncrExpire {
         Algorithm::FixedWindow
     }
 
+    fn keys_follow_the_clock(&self) -> bool {
+        false
+    }
+
     fn count_at_key(&self) -> bool {
         true
     }

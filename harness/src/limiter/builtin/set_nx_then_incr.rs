@@ -30,6 +30,10 @@ impl Limiter for SetNxThenIncr {
         Algorithm::FixedWindow
     }
 
+    fn keys_follow_the_clock(&self) -> bool {
+        false
+    }
+
     fn count_at_key(&self) -> bool {
         true
     }

@@ -67,6 +67,10 @@ impl Limiter for SlidingLogZset {
         Algorithm::SlidingLog
     }
 
+    fn keys_follow_the_clock(&self) -> bool {
+        false
+    }
+
     fn redis_version_min(&self) -> (u32, u32) {
         (5, 0)
     }

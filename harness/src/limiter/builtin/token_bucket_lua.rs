@@ -71,6 +71,10 @@ impl Limiter for TokenBucketLua {
         Algorithm::TokenBucket
     }
 
+    fn keys_follow_the_clock(&self) -> bool {
+        false
+    }
+
     fn redis_version_min(&self) -> (u32, u32) {
         (4, 0)
     }
