@@ -7,6 +7,7 @@
 mod adapters;
 mod backends;
 mod bounds;
+mod cluster;
 mod expiry;
 mod faults;
 mod limiters;

@@ -123,6 +123,11 @@ impl Backend for ContainerBackend {
             backend: format!("container {}", self.image()),
             reason,
         };
+        if options.cluster_node {
+            return Err(fail(
+                "cluster nodes run as processes for now (--backend process): a node in a container would have to announce a port and a bus port of its own".into(),
+            ));
+        }
         let mut last_error = String::new();
         // Another process may take the port between `free_port` and the bind: the server
         // then exits before it is ready, and the next attempt takes another port.

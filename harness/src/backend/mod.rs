@@ -4,6 +4,7 @@
 //! (`--server NAME|PATH`).
 
 mod clean;
+mod cluster;
 mod container;
 mod error;
 mod image;
@@ -19,6 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use clean::{CleanSummary, RUN_ENV, clean, forget_settings, kill_run_processes, save_settings};
+pub use cluster::{Cluster, SLOTS, slot_range, start_cluster};
 pub use container::{ContainerBackend, docker_ping};
 pub use error::BackendError;
 pub use image::{ensure_image, image_name};
@@ -105,6 +107,9 @@ pub struct StartOptions {
     pub appendonly: bool,
     /// Start a replica beside the limiter's server, behind one endpoint (a failover fault).
     pub replica: bool,
+    /// Start it as a Redis Cluster node (`cluster-enabled`, its bus on a port of its own):
+    /// one node of a [`Cluster`].
+    pub cluster_node: bool,
 }
 
 impl StartOptions {
@@ -145,6 +150,10 @@ pub trait ServerHandle: Send + Sync {
     }
     /// A primary with its replica (a scenario with a failover fault), or `None`.
     fn as_pair(&self) -> Option<&FailoverPair> {
+        None
+    }
+    /// The port of its cluster bus, when it was started as a cluster node.
+    fn cluster_bus_port(&self) -> Option<u16> {
         None
     }
 }

@@ -44,8 +44,15 @@ impl ProcessBackend {
     }
 }
 
-/// Spawn `server` on `port` with its files in `dir` (its log appended to `dir/redis.log`).
-fn spawn_server(server: &LocalServer, port: u16, dir: &Path, options: StartOptions) -> Result<Child, BackendError> {
+/// Spawn `server` on `port` with its files in `dir` (its log appended to `dir/redis.log`);
+/// a cluster node's bus on `bus_port`.
+fn spawn_server(
+    server: &LocalServer,
+    port: u16,
+    bus_port: Option<u16>,
+    dir: &Path,
+    options: StartOptions,
+) -> Result<Child, BackendError> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -61,6 +68,7 @@ fn spawn_server(server: &LocalServer, port: u16, dir: &Path, options: StartOptio
             "yes",
         ])
         .args(options.persistence_args())
+        .args(cluster_args(bus_port))
         .arg("--dir")
         .arg(dir)
         .args(["--daemonize", "no"])
@@ -78,6 +86,27 @@ fn spawn_server(server: &LocalServer, port: u16, dir: &Path, options: StartOptio
             binary: server.binary.clone(),
             source,
         })
+}
+
+/// A cluster node's settings: its bus on `bus_port` (`cluster-port`, Redis 7.0 and later;
+/// the default, the port + 10000, may be taken or out of range), its `nodes.conf` in its
+/// directory, failures noticed after 2 s.
+fn cluster_args(bus_port: Option<u16>) -> Vec<String> {
+    let Some(bus_port) = bus_port else {
+        return Vec::new();
+    };
+    [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "2000",
+        "--cluster-port",
+        &bus_port.to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
 
 /// The `process_id` the server at `url` reports.
@@ -122,7 +151,12 @@ impl Backend for ProcessBackend {
         let mut last_error = String::new();
         for _attempt in 0..5 {
             let port = free_port().map_err(|e| fail(e.to_string()))?;
-            let mut child = spawn_server(&self.server, port, dir.path(), options).map_err(|e| fail(e.to_string()))?;
+            let bus_port = match options.cluster_node {
+                true => Some(free_port().map_err(|e| fail(e.to_string()))?),
+                false => None,
+            };
+            let mut child =
+                spawn_server(&self.server, port, bus_port, dir.path(), options).map_err(|e| fail(e.to_string()))?;
             let url = format!("redis://127.0.0.1:{port}");
             let pid = child.id().unwrap_or_default();
             // Recorded at once, so that `clean` finds it even if the harness dies while it starts.
@@ -145,6 +179,7 @@ impl Backend for ProcessBackend {
                         child: Mutex::new(Running { child, pid, pid_file }),
                         url,
                         port,
+                        bus_port,
                         server: self.server.clone(),
                         options,
                         run_id: run_id.to_owned(),
@@ -167,6 +202,7 @@ struct ProcessHandle {
     child: Mutex<Running>,
     url: String,
     port: u16,
+    bus_port: Option<u16>,
     server: LocalServer,
     options: StartOptions,
     run_id: String,
@@ -208,7 +244,7 @@ impl ServerHandle for ProcessHandle {
     /// unless someone else took it meanwhile, which the pid check catches.
     async fn start_again(&self) -> Result<(), BackendError> {
         let mut running = self.child.lock().await;
-        let mut child = spawn_server(&self.server, self.port, self.dir.path(), self.options)?;
+        let mut child = spawn_server(&self.server, self.port, self.bus_port, self.dir.path(), self.options)?;
         let pid = child.id().unwrap_or_default();
         let pid_file = pid_dir().join(pid.to_string());
         let _ = std::fs::write(
@@ -240,6 +276,10 @@ impl ServerHandle for ProcessHandle {
 
     async fn freeze(&self) -> Result<(), BackendError> {
         self.signal(Signal::SIGSTOP).await
+    }
+
+    fn cluster_bus_port(&self) -> Option<u16> {
+        self.bus_port
     }
 
     async fn thaw(&self) -> Result<(), BackendError> {

@@ -119,6 +119,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     let options = crate::backend::StartOptions {
         appendonly: config.scenario.keeps_aof(),
         replica: config.scenario.needs_replica(),
+        cluster_node: false,
     };
     let servers = Servers::start(
         config.backend.as_ref(),

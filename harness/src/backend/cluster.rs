@@ -1,0 +1,265 @@
+//! A Redis Cluster of the harness's own: `primaries` nodes sharing the 16384 hash slots in
+//! equal ranges, each with `replicas` replicas, started by a backend as cluster nodes
+//! (`cluster-enabled`, a bus port of their own), joined with `CLUSTER MEET`, and ready when
+//! every node reports `cluster_state:ok` and the same slot map. Stopped node by node, like
+//! any server the harness starts (`clean` finds a node as it finds a server).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+
+use super::{Backend, BackendError, ServerHandle, StartOptions, connect, socket_addr};
+use crate::error::SetupError;
+use crate::history::ServerRole;
+
+/// The hash slots of a Redis Cluster.
+pub const SLOTS: u16 = 16384;
+
+/// How long a new cluster may take to agree on its slot map.
+const READY_WITHIN: Duration = Duration::from_secs(15);
+
+/// The nodes of a started cluster: the primaries first, then each primary's replicas in turn.
+pub struct Cluster {
+    pub nodes: Vec<Box<dyn ServerHandle>>,
+    pub primaries: usize,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("nodes", &self.urls())
+            .field("primaries", &self.primaries)
+            .finish()
+    }
+}
+
+impl Cluster {
+    /// Every node's URL, primaries first.
+    pub fn urls(&self) -> Vec<&str> {
+        self.nodes.iter().map(|n| n.url()).collect()
+    }
+
+    /// Stop every node.
+    pub async fn stop(self) -> Result<(), BackendError> {
+        let mut first_error = None;
+        for node in self.nodes {
+            if let Err(e) = node.stop().await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// The slots primary `index` of `primaries` serves: an equal share, in one range.
+pub fn slot_range(index: usize, primaries: usize) -> (u16, u16) {
+    let share = |i: usize| (i * SLOTS as usize / primaries) as u16;
+    (share(index), share(index + 1) - 1)
+}
+
+/// Start a cluster of `primaries` primaries with `replicas` replicas each on `backend`, and
+/// wait until it is ready. On an error every node started so far is stopped.
+pub async fn start_cluster(
+    backend: &dyn Backend,
+    run_id: &str,
+    primaries: usize,
+    replicas: usize,
+    options: StartOptions,
+) -> Result<Cluster, SetupError> {
+    if primaries == 0 {
+        return Err(cluster_error("a cluster needs at least one primary"));
+    }
+    let options = StartOptions {
+        cluster_node: true,
+        ..options
+    };
+    let mut cluster = Cluster {
+        nodes: Vec::new(),
+        primaries,
+    };
+    for _ in 0..primaries * (1 + replicas) {
+        match backend.start(ServerRole::Limiter, run_id, options).await {
+            Ok(node) => cluster.nodes.push(node),
+            Err(e) => {
+                let _ = cluster.stop().await;
+                return Err(e);
+            }
+        }
+    }
+    match form(&cluster, replicas).await {
+        Ok(()) => Ok(cluster),
+        Err(e) => {
+            let _ = cluster.stop().await;
+            Err(e)
+        }
+    }
+}
+
+/// Give the primaries their slots, introduce every node to the first, make the replicas
+/// replicate, and wait until all agree.
+async fn form(cluster: &Cluster, replicas: usize) -> Result<(), SetupError> {
+    let mut conns = Vec::new();
+    for node in &cluster.nodes {
+        conns.push(connect(node.url()).await?);
+    }
+    for (index, conn) in conns.iter_mut().take(cluster.primaries).enumerate() {
+        let (first, last) = slot_range(index, cluster.primaries);
+        let mut add = redis::cmd("CLUSTER");
+        add.arg("ADDSLOTSRANGE").arg(first).arg(last);
+        run::<()>(conn, &add, "CLUSTER ADDSLOTSRANGE").await?;
+    }
+    for node in cluster.nodes.iter().skip(1) {
+        let addr = socket_addr(node.url()).map_err(|e| cluster_error(&e.to_string()))?;
+        let bus_port = node
+            .cluster_bus_port()
+            .ok_or_else(|| cluster_error(&format!("{} was not started as a cluster node", node.url())))?;
+        let mut meet = redis::cmd("CLUSTER");
+        meet.arg("MEET")
+            .arg(addr.ip().to_string())
+            .arg(addr.port())
+            .arg(bus_port);
+        run::<()>(&mut conns[0], &meet, "CLUSTER MEET").await?;
+    }
+    let mut ids = Vec::new();
+    for conn in conns.iter_mut() {
+        let id: String = run(conn, redis::cmd("CLUSTER").arg("MYID"), "CLUSTER MYID").await?;
+        ids.push(id);
+    }
+    wait_until(&mut conns, "every node knows every other", |_, nodes: &str| {
+        known_ids(nodes).len() == ids.len() && !nodes.contains("handshake")
+    })
+    .await?;
+    for (offset, conn) in conns.iter_mut().skip(cluster.primaries).enumerate() {
+        let primary = &ids[offset / replicas.max(1)];
+        let mut replicate = redis::cmd("CLUSTER");
+        replicate.arg("REPLICATE").arg(primary);
+        run::<()>(conn, &replicate, "CLUSTER REPLICATE").await?;
+    }
+    let (primaries, replicas_all) = (cluster.primaries, cluster.nodes.len() - cluster.primaries);
+    let what = "cluster_state:ok, and every node sees the same primaries and replicas";
+    wait_until(&mut conns, what, move |info, nodes| {
+        info.contains("cluster_state:ok")
+            && known_ids(nodes).len() == ids.len()
+            && masters_with_slots(nodes) == primaries
+            && replica_count(nodes) == replicas_all
+    })
+    .await
+}
+
+/// Send one command; an error names it.
+async fn run<T: redis::FromRedisValue>(
+    conn: &mut MultiplexedConnection,
+    cmd: &redis::Cmd,
+    what: &str,
+) -> Result<T, SetupError> {
+    cmd.query_async(conn)
+        .await
+        .map_err(|e| cluster_error(&format!("{what}: {e}")))
+}
+
+/// Poll every node's `CLUSTER INFO` and `CLUSTER NODES` until `ok` holds for all, within
+/// [`READY_WITHIN`]; else an error with what the first node that disagreed says.
+async fn wait_until(
+    conns: &mut [MultiplexedConnection],
+    what: &str,
+    ok: impl Fn(&str, &str) -> bool,
+) -> Result<(), SetupError> {
+    let deadline = tokio::time::Instant::now() + READY_WITHIN;
+    loop {
+        let mut behind = None;
+        for (index, conn) in conns.iter_mut().enumerate() {
+            let info: String = run(conn, redis::cmd("CLUSTER").arg("INFO"), "CLUSTER INFO").await?;
+            let nodes: String = run(conn, redis::cmd("CLUSTER").arg("NODES"), "CLUSTER NODES").await?;
+            if !ok(&info, &nodes) {
+                behind = Some((index, info, nodes));
+                break;
+            }
+        }
+        let Some((index, info, nodes)) = behind else {
+            return Ok(());
+        };
+        if tokio::time::Instant::now() >= deadline {
+            let state = info.lines().find(|l| l.starts_with("cluster_state")).unwrap_or("");
+            return Err(cluster_error(&format!(
+                "not ready within {} s ({what}): node {index} says {state}, and knows {} node(s):\n{nodes}",
+                READY_WITHIN.as_secs(),
+                known_ids(&nodes).len()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The node ids a `CLUSTER NODES` reply lists.
+fn known_ids(nodes: &str) -> BTreeSet<&str> {
+    nodes.lines().filter_map(|l| l.split_whitespace().next()).collect()
+}
+
+/// How many primaries serving slots a `CLUSTER NODES` reply lists (a line's flags hold
+/// `master`; its slot ranges follow the 8 fixed fields).
+fn masters_with_slots(nodes: &str) -> usize {
+    nodes
+        .lines()
+        .filter(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            fields.len() > 8 && fields[2].split(',').any(|f| f == "master")
+        })
+        .count()
+}
+
+/// How many replicas a `CLUSTER NODES` reply lists.
+fn replica_count(nodes: &str) -> usize {
+    nodes
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(2)
+                .is_some_and(|f| f.split(',').any(|f| f == "slave"))
+        })
+        .count()
+}
+
+fn cluster_error(reason: &str) -> SetupError {
+    SetupError::ServerStart {
+        backend: "cluster".into(),
+        reason: reason.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slots_are_shared_in_equal_ranges_that_cover_them_all() {
+        assert_eq!(slot_range(0, 1), (0, 16383));
+        assert_eq!(slot_range(0, 3), (0, 5460));
+        assert_eq!(slot_range(1, 3), (5461, 10921));
+        assert_eq!(slot_range(2, 3), (10922, 16383));
+        for primaries in 1..=7 {
+            let mut next = 0u16;
+            for i in 0..primaries {
+                let (first, last) = slot_range(i, primaries);
+                assert_eq!(first, next, "{primaries} primaries: contiguous");
+                assert!(last >= first);
+                next = last + 1;
+            }
+            assert_eq!(next, SLOTS, "{primaries} primaries: every slot");
+        }
+    }
+
+    #[test]
+    fn cluster_nodes_lines_are_read_for_ids_and_serving_primaries() {
+        let nodes = "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
+b2 127.0.0.1:7001@17001 master - 0 1700000000000 2 connected 5461-10921
+c3 127.0.0.1:7002@17002 master - 0 1700000000000 3 connected 10922-16383
+d4 127.0.0.1:7003@17003 slave a1 0 1700000000000 1 connected
+e5 127.0.0.1:7004@17004 master - 0 1700000000000 0 connected
+";
+        assert_eq!(known_ids(nodes).len(), 5);
+        assert_eq!(masters_with_slots(nodes), 3, "a master without slots does not count");
+        assert_eq!(replica_count(nodes), 1);
+    }
+}

@@ -1,0 +1,109 @@
+//! A Redis Cluster of the harness's own, in processes: three primaries sharing the slots,
+//! a replica each, all agreeing, and gone once stopped.
+
+use limiter_harness::backend::{Cluster, SLOTS, StartOptions, slot_range, start_cluster};
+use limiter_harness_tests::{Kind, backend};
+use redis::aio::MultiplexedConnection;
+
+async fn conn(url: &str) -> MultiplexedConnection {
+    limiter_harness::runner::connect(url).await.expect("connect")
+}
+
+async fn text(conn: &mut MultiplexedConnection, words: &[&str]) -> String {
+    let mut cmd = redis::cmd(words[0]);
+    for w in &words[1..] {
+        cmd.arg(*w);
+    }
+    cmd.query_async(conn).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_of_three_primaries_with_a_replica_each_serves_every_slot_and_stops() {
+    let processes = backend(Kind::Process).await.expect("a process backend");
+    let started = std::time::Instant::now();
+    let cluster = start_cluster(
+        processes.as_ref(),
+        &format!("{}-cluster", std::process::id()),
+        3,
+        1,
+        StartOptions::default(),
+    )
+    .await
+    .expect("the cluster starts");
+    eprintln!("6 nodes ready in {:?}", started.elapsed());
+    assert_eq!(cluster.nodes.len(), 6);
+    assert!(cluster.nodes.iter().all(|n| n.cluster_bus_port().is_some()));
+
+    every_node_agrees(&cluster).await;
+    a_key_is_served_where_its_slot_is(&cluster).await;
+
+    let urls: Vec<String> = cluster.urls().into_iter().map(str::to_owned).collect();
+    cluster.stop().await.expect("stopped");
+    for url in urls {
+        let client = redis::Client::open(url.as_str()).unwrap();
+        assert!(
+            client.get_multiplexed_async_connection().await.is_err(),
+            "{url} still answers"
+        );
+    }
+}
+
+/// Every node sees the whole cluster, every slot served, and has its role.
+async fn every_node_agrees(cluster: &Cluster) {
+    for url in cluster.urls() {
+        let mut c = conn(url).await;
+        let info = text(&mut c, &["CLUSTER", "INFO"]).await;
+        assert!(info.contains("cluster_state:ok"), "{url}: {info}");
+        assert!(
+            info.contains(&format!("cluster_slots_assigned:{SLOTS}")),
+            "{url}: {info}"
+        );
+        assert!(info.contains("cluster_known_nodes:6"), "{url}: {info}");
+    }
+    for (index, url) in cluster.urls().into_iter().enumerate() {
+        let mut c = conn(url).await;
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut c).await.unwrap();
+        let role = match &role[0] {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(role, if index < 3 { "master" } else { "slave" }, "node {index}");
+    }
+}
+
+/// A key is served by the primary whose range holds its slot; the others send the client
+/// there with MOVED.
+async fn a_key_is_served_where_its_slot_is(cluster: &Cluster) {
+    let mut first = conn(cluster.urls()[0]).await;
+    let slot: i64 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg("rl:0")
+        .query_async(&mut first)
+        .await
+        .unwrap();
+    let owner = (0..3)
+        .find(|&i| {
+            let (a, b) = slot_range(i, 3);
+            (a as i64..=b as i64).contains(&slot)
+        })
+        .unwrap();
+    let mut at_owner = conn(cluster.urls()[owner]).await;
+    let () = redis::cmd("SET")
+        .arg("rl:0")
+        .arg(1)
+        .query_async(&mut at_owner)
+        .await
+        .unwrap();
+    let mut elsewhere = conn(cluster.urls()[(owner + 1) % 3]).await;
+    let moved = redis::cmd("GET")
+        .arg("rl:0")
+        .query_async::<Option<String>>(&mut elsewhere)
+        .await;
+    let e = moved.expect_err("another primary does not serve the key");
+    let owner_addr = cluster.urls()[owner].trim_start_matches("redis://").to_owned();
+    let said = e.to_string();
+    assert!(
+        said.to_uppercase().contains("MOVED") && said.contains(&format!("{slot} {owner_addr}")),
+        "{said}"
+    );
+}
