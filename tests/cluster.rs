@@ -107,3 +107,35 @@ async fn a_key_is_served_where_its_slot_is(cluster: &Cluster) {
         "{said}"
     );
 }
+
+/// Redis 6.2 has neither `cluster-port` nor `CLUSTER ADDSLOTSRANGE`: asked for a cluster, it
+/// is refused before any node starts, with what would do.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_on_redis_6_2_is_refused_with_the_version_it_needs() {
+    use limiter_harness::backend::{BackendChoice, BackendOptions, select_backend};
+    use limiter_harness::servers::{cache_root, install, known};
+    let root = cache_root().expect("a cache directory for servers");
+    install(&root, known("redis-6.2").expect("in the catalog"), false)
+        .unwrap_or_else(|e| panic!("this test needs redis-6.2 (`limiter-harness server install redis-6.2`): {e}"));
+    let old = select_backend(&BackendOptions {
+        choice: BackendChoice::Process,
+        server: Some("redis-6.2".into()),
+        ..BackendOptions::default()
+    })
+    .await
+    .expect("a redis-6.2 process backend");
+    let refused = start_cluster(
+        old.as_ref(),
+        &format!("{}-cluster-6.2", std::process::id()),
+        3,
+        0,
+        StartOptions::default(),
+    )
+    .await
+    .expect_err("no cluster on 6.2");
+    let said = refused.to_string();
+    assert!(
+        said.contains("needs Redis 7.0 or later") && said.contains("6.2"),
+        "{said}"
+    );
+}

@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 use super::{Backend, BackendError, ServerHandle, StartOptions, free_port, server_flag, wait_ready};
 use crate::error::SetupError;
 use crate::history::ServerRole;
-use crate::servers::{LocalServer, local_server};
+use crate::servers::{LocalServer, Product, local_server};
 
 /// Directory of pid files naming the servers a harness process started; `clean` reads it.
 pub fn pid_dir() -> PathBuf {
@@ -144,6 +144,13 @@ impl Backend for ProcessBackend {
             backend: "process".into(),
             reason,
         };
+        if options.cluster_node && self.server.product == Product::Redis && self.server.series() < (7, 0) {
+            return Err(fail(format!(
+                "a cluster node needs Redis 7.0 or later (its bus on a port of its own, `cluster-port`; `CLUSTER ADDSLOTSRANGE`): {} is {}",
+                self.server.binary.display(),
+                self.server.version
+            )));
+        }
         let dir = tempfile::Builder::new()
             .prefix(&format!("limiter-harness-{run_id}-"))
             .tempdir()
