@@ -1,9 +1,21 @@
 //! A Redis Cluster of the harness's own, in processes: three primaries sharing the slots,
 //! a replica each, all agreeing, and gone once stopped.
 
-use limiter_harness::backend::{Cluster, SLOTS, StartOptions, slot_range, start_cluster};
+use limiter_harness::SetupError;
+use limiter_harness::backend::{Backend, Cluster, SLOTS, StartOptions, slot_range, start_cluster};
 use limiter_harness_tests::{Kind, backend};
 use redis::aio::MultiplexedConnection;
+
+/// A cluster of this test process's own on `backend`.
+async fn cluster_on(
+    backend: &dyn Backend,
+    tag: &str,
+    primaries: usize,
+    replicas: usize,
+) -> Result<Cluster, SetupError> {
+    let run_id = format!("{}-{tag}", std::process::id());
+    start_cluster(backend, &run_id, primaries, replicas, StartOptions::default()).await
+}
 
 async fn conn(url: &str) -> MultiplexedConnection {
     limiter_harness::runner::connect(url).await.expect("connect")
@@ -21,15 +33,9 @@ async fn text(conn: &mut MultiplexedConnection, words: &[&str]) -> String {
 async fn a_cluster_of_three_primaries_with_a_replica_each_serves_every_slot_and_stops() {
     let processes = backend(Kind::Process).await.expect("a process backend");
     let started = std::time::Instant::now();
-    let cluster = start_cluster(
-        processes.as_ref(),
-        &format!("{}-cluster", std::process::id()),
-        3,
-        1,
-        StartOptions::default(),
-    )
-    .await
-    .expect("the cluster starts");
+    let cluster = cluster_on(processes.as_ref(), "cluster", 3, 1)
+        .await
+        .expect("the cluster starts");
     eprintln!("6 nodes ready in {:?}", started.elapsed());
     assert_eq!(cluster.nodes.len(), 6);
     assert!(cluster.nodes.iter().all(|n| n.cluster_bus_port().is_some()));
@@ -114,15 +120,9 @@ async fn a_key_is_served_where_its_slot_is(cluster: &Cluster) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_valkey_cluster_forms_too() {
     let valkey = limiter_harness_tests::installed_backend("valkey-9.1").await;
-    let cluster = start_cluster(
-        valkey.as_ref(),
-        &format!("{}-cluster-valkey", std::process::id()),
-        2,
-        1,
-        StartOptions::default(),
-    )
-    .await
-    .expect("the cluster starts");
+    let cluster = cluster_on(valkey.as_ref(), "cluster-valkey", 2, 1)
+        .await
+        .expect("the cluster starts");
     assert_eq!(cluster.nodes.len(), 4);
     every_node_agrees(&cluster).await;
     cluster.stop().await.expect("stopped");
@@ -133,15 +133,9 @@ async fn a_valkey_cluster_forms_too() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_on_redis_6_2_is_refused_with_the_version_it_needs() {
     let old = limiter_harness_tests::installed_backend("redis-6.2").await;
-    let refused = start_cluster(
-        old.as_ref(),
-        &format!("{}-cluster-6.2", std::process::id()),
-        3,
-        0,
-        StartOptions::default(),
-    )
-    .await
-    .expect_err("no cluster on 6.2");
+    let refused = cluster_on(old.as_ref(), "cluster-6.2", 3, 0)
+        .await
+        .expect_err("no cluster on 6.2");
     let said = refused.to_string();
     assert!(
         said.contains("needs Redis 7.0 or later") && said.contains("6.2"),
