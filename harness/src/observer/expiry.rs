@@ -8,7 +8,8 @@
 //!
 //! The notification says which keys have a TTL; when they expire, the server says: before
 //! a held phase's request starts, one pipelined `PTTL` on the harness's own connection asks
-//! for every such key of its identity. A key at most the margin (plus that round trip) from
+//! for every such key of its identity (at most [`ASKED_KEYS_MAX`], those due first; any
+//! others keep their estimate). A key at most the margin (plus that round trip) from
 //! its expiry holds the request until just after it. Asking, rather than counting a window
 //! from the notification, keeps the hold right when notifications arrive late (a loaded
 //! machine: the window would end before the estimate, between a request's round trips) and
@@ -161,11 +162,9 @@ impl ExpiryWatch {
     /// go, `Some(Some(until))` it waits until then; `None` when there is no answer within
     /// the margin (no connection, an error, a paused or restarting server).
     async fn ask_server(&self, identity: u32, clear_us: u64) -> Option<Option<u64>> {
-        let keys: Vec<String> = {
+        let (keys, unasked) = {
             let due = self.due.lock().expect("expiry watch lock");
-            due.get(&identity)
-                .map(|k| k.keys().cloned().collect())
-                .unwrap_or_default()
+            due.get(&identity).map(keys_to_ask).unwrap_or_default()
         };
         if keys.is_empty() {
             return Some(None);
@@ -198,8 +197,29 @@ impl ExpiryWatch {
                 *d = sent_us + pttl_ms as u64 * 1000;
             }
         }
-        Some(hold_from_pttls(&pttls_ms, sent_us, replied_us, clear_us))
+        drop(due);
+        let told = hold_from_pttls(&pttls_ms, sent_us, replied_us, clear_us);
+        if !unasked {
+            return Some(told);
+        }
+        // Keys beyond those asked: their estimates decide for them.
+        Some(told.max(self.hold_until(identity, replied_us, clear_us)))
     }
+}
+
+/// At most this many of an identity's keys are asked for at once (a limiter may keep a key
+/// per request, each with a TTL): those due first by the estimate.
+const ASKED_KEYS_MAX: usize = 16;
+
+/// The keys to ask for (the [`ASKED_KEYS_MAX`] due first), and whether some were left out.
+fn keys_to_ask(due: &HashMap<String, u64>) -> (Vec<String>, bool) {
+    let mut keys: Vec<(&String, u64)> = due.iter().map(|(k, &d)| (k, d)).collect();
+    if keys.len() > ASKED_KEYS_MAX {
+        keys.sort_by_key(|&(k, d)| (d, k.clone()));
+        keys.truncate(ASKED_KEYS_MAX);
+    }
+    let unasked = due.len() > keys.len();
+    (keys.into_iter().map(|(k, _)| k.clone()).collect(), unasked)
 }
 
 /// Whether a request about to start at `replied_us` must wait, given the keys' PTTLs (ms)
@@ -280,6 +300,22 @@ mod tests {
             "the latest of those due decides"
         );
         assert_eq!(hold_from_pttls(&[], 100_000, 101_000, 40_000), None);
+    }
+
+    #[test]
+    fn a_limiter_with_many_keys_is_asked_for_those_due_first() {
+        let few: HashMap<String, u64> = [("a".to_owned(), 5), ("b".to_owned(), 1)].into();
+        let (mut asked, unasked) = keys_to_ask(&few);
+        asked.sort();
+        assert_eq!((asked, unasked), (vec!["a".to_owned(), "b".to_owned()], false));
+        let many: HashMap<String, u64> = (0..100u64).map(|i| (format!("k{i}"), 1_000 - i)).collect();
+        let (asked, unasked) = keys_to_ask(&many);
+        assert!(unasked);
+        assert_eq!(asked.len(), ASKED_KEYS_MAX);
+        assert!(
+            asked.contains(&"k99".to_owned()) && !asked.contains(&"k0".to_owned()),
+            "the earliest due: {asked:?}"
+        );
     }
 
     #[test]
