@@ -1,8 +1,15 @@
 //! A Redis Cluster of the harness's own, in processes: three primaries sharing the slots,
-//! a replica each, all agreeing, and gone once stopped.
+//! a replica each, all agreeing, and gone once stopped; the built-in limiters deciding on it
+//! through the `redis` crate's cluster client.
 
 use limiter_harness::SetupError;
-use limiter_harness::backend::{Backend, Cluster, SLOTS, StartOptions, slot_range, start_cluster};
+use limiter_harness::backend::{
+    Backend, Cluster, Conn, SLOTS, StartOptions, connect_cluster, slot_range, start_cluster,
+};
+use limiter_harness::keys::KeyLayout;
+use limiter_harness::limiter::{BUILTIN_NAMES, RequestCtx, Wire, builtin};
+use limiter_harness::nemesis::NoFaults;
+use limiter_harness::scenario::Limit;
 use limiter_harness_tests::{Kind, backend};
 use redis::aio::MultiplexedConnection;
 
@@ -141,4 +148,77 @@ async fn a_cluster_on_redis_6_2_is_refused_with_the_version_it_needs() {
         said.contains("needs Redis 7.0 or later") && said.contains("6.2"),
         "{said}"
     );
+}
+
+/// Every built-in decides on a cluster through the `redis` crate's cluster client (the
+/// limiter API's [`Conn::Cluster`]): its script is loaded where its key lives, its commands
+/// reach the primary that owns the key's slot, and it admits the limit, then rejects, with a
+/// TTL on the key there.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_builtin_decides_on_a_cluster_through_the_cluster_client() {
+    let processes = backend(Kind::Process).await.expect("a process backend");
+    let cluster = cluster_on(processes.as_ref(), "cluster-builtins", 3, 0)
+        .await
+        .expect("the cluster starts");
+    let seed = vec![cluster.urls()[0].to_owned()];
+    let mut client = Conn::from(connect_cluster(&seed).await.expect("a cluster connection"));
+    let limit = Limit {
+        requests_max: 10,
+        window_ms: 60_000,
+        identities: 1,
+        instances: 1,
+        key_prefix: "rl:".into(),
+        keys: None,
+    };
+    let layout = KeyLayout::default_for(&limit.key_prefix, limit.identities);
+    let mut owners = std::collections::BTreeSet::new();
+    for (n, name) in BUILTIN_NAMES.iter().enumerate() {
+        let limiter = builtin(name).unwrap();
+        limiter.prepare(&mut client, &limit).await.unwrap();
+        let key = format!("cluster:{name}");
+        let mut allowed = Vec::new();
+        for i in 0..15 {
+            let ctx = RequestCtx {
+                id: (n * 100 + i) as u64,
+                identity: 0,
+                ordinal: i as u64 + 1,
+                key: key.clone(),
+                instance: 0,
+                now_ms: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis() as u64,
+            };
+            let mut wire = Wire::new(&mut client, &NoFaults, &ctx, &layout);
+            let decision = limiter.acquire(&mut wire, &key, &limit).await;
+            allowed.push(decision.unwrap_or_else(|e| panic!("{name}: {e}")).allowed);
+        }
+        assert_eq!(allowed, [vec![true; 10], vec![false; 5]].concat(), "{name}");
+        let owner = owner_of(&cluster, &key).await;
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(&key)
+            .query_async(&mut conn(cluster.urls()[owner]).await)
+            .await
+            .unwrap();
+        assert!(pttl > 0 && pttl <= 60_000, "{name}: PTTL {pttl} on node {owner}");
+        owners.insert(owner);
+    }
+    assert!(owners.len() > 1, "the keys fell on one node only: {owners:?}");
+    cluster.stop().await.expect("stopped");
+}
+
+/// The primary (of three) whose slot range holds `key`.
+async fn owner_of(cluster: &Cluster, key: &str) -> usize {
+    let slot: i64 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query_async(&mut conn(cluster.urls()[0]).await)
+        .await
+        .unwrap();
+    (0..3)
+        .find(|&i| {
+            let (a, b) = slot_range(i, 3);
+            (a as i64..=b as i64).contains(&slot)
+        })
+        .unwrap()
 }

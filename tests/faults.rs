@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use limiter_harness::backend::Conn;
 use limiter_harness::clock::RunClock;
 use limiter_harness::history::{Event, Recorder, ServerRole};
 use limiter_harness::keys::KeyLayout;
@@ -13,7 +14,6 @@ use limiter_harness::nemesis::{CacheFlood, GapHook, Nemesis};
 use limiter_harness::observer::read_stats;
 use limiter_harness::scenario::{Fault, Scenario, parse_scenario};
 use limiter_harness_tests::{Kind, TestServer};
-use redis::aio::MultiplexedConnection;
 
 fn scenario(window_ms: u64, faults: &str) -> Scenario {
     let text = format!(
@@ -24,7 +24,7 @@ fn scenario(window_ms: u64, faults: &str) -> Scenario {
 
 async fn acquire(
     limiter: &dyn Limiter,
-    conn: &mut MultiplexedConnection,
+    conn: &mut Conn,
     hook: &dyn GapHook,
     ordinal: u64,
     s: &Scenario,
@@ -50,7 +50,7 @@ fn layout(s: &Scenario) -> KeyLayout {
     KeyLayout::default_for(&s.limit.key_prefix, s.limit.identities)
 }
 
-async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+async fn pttl(conn: &mut Conn, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
 }
 
@@ -79,7 +79,7 @@ async fn expiry_between_get_and_incr_mints_an_immortal_key() {
     let (recorder, history) = Recorder::in_memory();
     let nemesis = Nemesis::new(&s, server.conn().await, recorder.clone(), RunClock::start());
     let limiter = builtin("get-then-incr").unwrap();
-    let mut conn = server.conn().await;
+    let mut conn = Conn::from(server.conn().await);
 
     let (first, trips) = acquire(limiter.as_ref(), &mut conn, &nemesis, 1, &s).await;
     assert_eq!(
@@ -114,7 +114,7 @@ async fn one_round_trip_limiters_leave_the_fault_no_gap() {
         let (recorder, _history) = Recorder::in_memory();
         let nemesis = Nemesis::new(&s, server.conn().await, recorder, RunClock::start());
         let limiter = builtin(name).unwrap();
-        let mut conn = server.conn().await;
+        let mut conn = Conn::from(server.conn().await);
         limiter.prepare(&mut conn, &s.limit).await.unwrap();
         let _: () = redis::cmd("DEL").arg("rl:0").query_async(&mut conn).await.unwrap();
         for ordinal in 1..=5 {
@@ -138,7 +138,7 @@ async fn a_stall_between_round_trips_lets_the_key_expire_on_its_own() {
     let (recorder, history) = Recorder::in_memory();
     let nemesis = Nemesis::new(&s, server.conn().await, recorder.clone(), RunClock::start());
     let limiter = builtin("get-then-incr").unwrap();
-    let mut conn = server.conn().await;
+    let mut conn = Conn::from(server.conn().await);
     acquire(limiter.as_ref(), &mut conn, &nemesis, 1, &s).await;
     let started = std::time::Instant::now();
     let (second, _) = acquire(limiter.as_ref(), &mut conn, &nemesis, 2, &s).await;
@@ -162,7 +162,7 @@ fn pressure(policy: &str) -> Scenario {
 }
 
 async fn flood(server: &TestServer, s: &Scenario, writes: usize) -> CacheFlood {
-    let mut conn = server.conn().await;
+    let mut conn = Conn::from(server.conn().await);
     for (name, value) in &s.server.settings {
         let () = redis::cmd("CONFIG")
             .arg("SET")
@@ -224,7 +224,7 @@ async fn a_client_that_dies_between_incr_and_expire_leaves_a_key_without_ttl() {
     let (recorder, history) = Recorder::in_memory();
     let nemesis = Nemesis::new(&s, server.conn().await, recorder.clone(), RunClock::start());
     let limiter = builtin("incr-then-expire").unwrap();
-    let mut conn = server.conn().await;
+    let mut conn = Conn::from(server.conn().await);
     let ctx = RequestCtx {
         id: 0,
         identity: 0,
@@ -271,11 +271,11 @@ async fn while_the_nemesis_strikes_the_identitys_other_requests_wait() {
     let (recorder, _history) = Recorder::in_memory();
     let nemesis = Arc::new(Nemesis::new(&s, server.conn().await, recorder, RunClock::start()));
     let limiter = builtin("get-then-incr").unwrap();
-    let mut conn = server.conn().await;
+    let mut conn = Conn::from(server.conn().await);
     acquire(limiter.as_ref(), &mut conn, nemesis.as_ref(), 1, &s).await;
     let stalled = {
         let (nemesis, limiter, s) = (Arc::clone(&nemesis), Arc::clone(&limiter), s.clone());
-        let mut conn = server.conn().await;
+        let mut conn = Conn::from(server.conn().await);
         tokio::spawn(async move { acquire(limiter.as_ref(), &mut conn, nemesis.as_ref(), 2, &s).await })
     };
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -4,12 +4,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use limiter_harness::backend::Conn;
 use limiter_harness::keys::KeyLayout;
 use limiter_harness::limiter::{BUILTIN_NAMES, Decision, Limiter, Plant, RequestCtx, Wire, builtin};
 use limiter_harness::nemesis::NoFaults;
 use limiter_harness::scenario::Limit;
 use limiter_harness_tests::{Kind, TestServer};
-use redis::aio::MultiplexedConnection;
 
 fn limit(window_ms: u64) -> Limit {
     Limit {
@@ -25,12 +25,7 @@ fn limit(window_ms: u64) -> Limit {
 /// Request ids are unique in a run (log-based limiters use them as members).
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
-async fn acquire(
-    limiter: &dyn Limiter,
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    limit: &Limit,
-) -> (Decision, Vec<String>) {
+async fn acquire(limiter: &dyn Limiter, conn: &mut Conn, key: &str, limit: &Limit) -> (Decision, Vec<String>) {
     let ctx = RequestCtx {
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         identity: 0,
@@ -48,7 +43,7 @@ async fn acquire(
     (decision, wire.finish().0)
 }
 
-async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+async fn pttl(conn: &mut Conn, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
 }
 
@@ -57,7 +52,7 @@ async fn every_builtin_admits_the_limit_then_rejects_with_a_bounded_ttl() {
     let Some(server) = TestServer::start(Kind::Container).await else {
         return;
     };
-    let mut conn = server.conn().await;
+    let mut conn = Conn::from(server.conn().await);
     let limit = limit(5_000);
     for name in BUILTIN_NAMES {
         let limiter = builtin(name).unwrap();
@@ -82,7 +77,7 @@ async fn every_builtin_admits_again_once_its_window_expires() {
     let Some(server) = TestServer::start(Kind::Container).await else {
         return;
     };
-    let mut conn = server.conn().await;
+    let mut conn = Conn::from(server.conn().await);
     let limit = limit(200);
     for name in BUILTIN_NAMES {
         let limiter = builtin(name).unwrap();
@@ -111,7 +106,7 @@ async fn round_trips_are_the_documented_command_sequences() {
     let Some(server) = TestServer::start(Kind::Container).await else {
         return;
     };
-    let mut conn = server.conn().await;
+    let mut conn = Conn::from(server.conn().await);
     let limit = Limit {
         requests_max: 2,
         ..limit(5_000)
@@ -170,7 +165,7 @@ async fn only_the_fixes_repair_a_key_that_lost_its_ttl() {
     let Some(server) = TestServer::start(Kind::Container).await else {
         return;
     };
-    let mut conn = server.conn().await;
+    let mut conn = Conn::from(server.conn().await);
     let limit = limit(1_000);
     let repairs = [
         ("get-then-incr", false),
@@ -204,7 +199,7 @@ async fn lua_fixed_window_reloads_its_script_after_script_flush() {
     let Some(server) = TestServer::start(Kind::Container).await else {
         return;
     };
-    let mut conn = server.conn().await;
+    let mut conn = Conn::from(server.conn().await);
     let limit = limit(1_000);
     let limiter = builtin("lua-fixed-window").unwrap();
     limiter.prepare(&mut conn, &limit).await.unwrap();
@@ -220,7 +215,7 @@ async fn server_clock_limiters_heal_their_own_exhausted_state_within_a_window() 
     let Some(server) = TestServer::start(Kind::Container).await else {
         return;
     };
-    let mut conn = server.conn().await;
+    let mut conn = Conn::from(server.conn().await);
     let limit = limit(300);
     for name in ["sliding-log-zset", "token-bucket-lua", "gcra-lua", "lua-fixed-window"] {
         let limiter = builtin(name).unwrap();

@@ -88,11 +88,44 @@ async fn check_on(suite: &Suite, backend: Arc<dyn Backend>) {
         suite.name
     );
     assert_eq!(run.cells.len(), suite.scenarios.len() * suite.limiters.len());
+    let kept = if run.report.identical {
+        String::new()
+    } else {
+        keep_reports(suite, &kind)
+    };
     assert!(
         run.report.identical,
-        "{kind}: suite `{}` differs from its reviewed baseline (stale files: {:?}; table same: {:?}); if intended, run `just snapshots` and review `git diff reports/`\n{summary}",
+        "{kind}: suite `{}` differs from its reviewed baseline (stale files: {:?}; table same: {:?}); if intended, run `just snapshots` and review `git diff reports/`{kept}\n{summary}",
         suite.name,
         run.report.stale,
         run.report.table.as_ref().map(|t| t.same)
     );
+}
+
+/// The reports of a suite that differed, copied where the next suite's run (which writes the
+/// same report directory) leaves them alone: `target/test-logs/snapshots-KIND-SUITE/`. Says
+/// where, for the failure message.
+fn keep_reports(suite: &Suite, kind: &str) -> String {
+    let to = root()
+        .join("target/test-logs")
+        .join(format!("snapshots-{kind}-{}", suite.name));
+    let _ = std::fs::remove_dir_all(&to);
+    match copy_tree(&suite.report_dir, &to) {
+        Ok(()) => format!("; its reports (histories included) are kept in {}", to.display()),
+        Err(e) => format!("; its reports could not be kept in {}: {e}", to.display()),
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
 }

@@ -5,6 +5,7 @@
 
 mod clean;
 mod cluster;
+mod conn;
 mod container;
 mod error;
 mod image;
@@ -21,6 +22,7 @@ use async_trait::async_trait;
 
 pub use clean::{CleanSummary, RUN_ENV, clean, forget_settings, kill_run_processes, save_settings};
 pub use cluster::{Cluster, SLOTS, slot_range, start_cluster};
+pub use conn::{Conn, connect_cluster};
 pub use container::{ContainerBackend, docker_ping};
 pub use error::BackendError;
 pub use image::{ensure_image, image_name};

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 
 use super::args::BenchArgs;
 use super::exit::ExitCode;
-use crate::backend::{Backend, ProcessBackend, UrlBackend};
+use crate::backend::{Backend, Conn, ProcessBackend, UrlBackend};
 use crate::error::SetupError;
 use crate::history::{Event, PhaseEdge, ServerRole, read_history};
 use crate::keys::KeyLayout;
@@ -141,7 +141,7 @@ async fn request_command(limiter: &dyn Limiter, scenario: &Scenario, url: &str) 
         .await
         .map_err(|e| SetupError::Usage(format!("bench: the capturing proxy did not start: {e}")))?;
     let result = async {
-        let mut conn = runner::connect(&proxy.url()).await?;
+        let mut conn = Conn::from(runner::connect(&proxy.url()).await?);
         let limit = &scenario.limit;
         limiter
             .prepare(&mut conn, limit)

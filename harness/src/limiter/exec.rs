@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::backend::Conn;
 use async_trait::async_trait;
-use redis::aio::MultiplexedConnection;
 use redis::{ErrorKind, RedisError, RedisResult};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -697,13 +697,7 @@ impl Limiter for ExecSession {
         self.ttl_max
     }
 
-    async fn plant_exhausted(
-        &self,
-        _conn: &mut MultiplexedConnection,
-        identity: u32,
-        key: &str,
-        _limit: &Limit,
-    ) -> RedisResult<Plant> {
+    async fn plant_exhausted(&self, _conn: &mut Conn, identity: u32, key: &str, _limit: &Limit) -> RedisResult<Plant> {
         if !self.plants {
             return Ok(Plant::Unsupported(
                 "the adapter's hello does not offer `plant` (\"plant\": true)".into(),

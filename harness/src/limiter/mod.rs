@@ -11,9 +11,9 @@ mod wire;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::backend::Conn;
 use async_trait::async_trait;
 use redis::RedisResult;
-use redis::aio::MultiplexedConnection;
 
 pub use crate::request::{KEYS_PER_REQUEST_MAX, RequestCtx, TripSummary, keys_at_gap, remember_keys};
 pub use crate::scenario::Algorithm;
@@ -95,7 +95,7 @@ pub enum Plant {
 
 /// Plant a counter over the limit, without a TTL, at `key`: the exhausted state of a limiter
 /// that keeps its count as a string at the harness's key.
-pub async fn plant_counter(conn: &mut MultiplexedConnection, key: &str, limit: &Limit) -> RedisResult<Plant> {
+pub async fn plant_counter(conn: &mut Conn, key: &str, limit: &Limit) -> RedisResult<Plant> {
     let value = limit.requests_max * 2;
     let () = redis::cmd("SET").arg(key).arg(value).query_async(conn).await?;
     Ok(Plant::Planted(format!("SET {key} {value} (no TTL)")))
@@ -139,7 +139,7 @@ pub trait Limiter: Send + Sync {
     /// started going away is the run's end, not a failure during it.
     fn stopping(&self) {}
     /// One-time setup on the server before traffic (e.g. SCRIPT LOAD).
-    async fn prepare(&self, _conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
+    async fn prepare(&self, _conn: &mut Conn, _limit: &Limit) -> RedisResult<()> {
         Ok(())
     }
     /// The keys it keeps per identity, when it describes them itself (an exec adapter's
@@ -168,13 +168,7 @@ pub trait Limiter: Send + Sync {
     }
     /// Write this limiter's own state for `identity` (whose harness key is `key`) as it is
     /// once the identity has used up its limit, with no TTL: what incident 1 leaves behind.
-    async fn plant_exhausted(
-        &self,
-        conn: &mut MultiplexedConnection,
-        _identity: u32,
-        key: &str,
-        limit: &Limit,
-    ) -> RedisResult<Plant> {
+    async fn plant_exhausted(&self, conn: &mut Conn, _identity: u32, key: &str, limit: &Limit) -> RedisResult<Plant> {
         if self.count_at_key() {
             return plant_counter(conn, key, limit).await;
         }

@@ -25,8 +25,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::backend::Conn;
 use async_trait::async_trait;
-use redis::aio::MultiplexedConnection;
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 use serde::Deserialize;
 
@@ -430,13 +430,7 @@ impl Limiter for ScriptLimiter {
         self.convention.keys == default_keys() && self.convention.algorithm == Algorithm::FixedWindow
     }
 
-    async fn plant_exhausted(
-        &self,
-        conn: &mut MultiplexedConnection,
-        identity: u32,
-        key: &str,
-        limit: &Limit,
-    ) -> RedisResult<Plant> {
+    async fn plant_exhausted(&self, conn: &mut Conn, identity: u32, key: &str, limit: &Limit) -> RedisResult<Plant> {
         if self.plant.is_empty() {
             if self.count_at_key() {
                 return super::plant_counter(conn, key, limit).await;
@@ -460,7 +454,7 @@ impl Limiter for ScriptLimiter {
         Ok(Plant::Planted(sent.join("; ")))
     }
 
-    async fn prepare(&self, conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
+    async fn prepare(&self, conn: &mut Conn, _limit: &Limit) -> RedisResult<()> {
         self.script.load(conn).await
     }
 

@@ -1,7 +1,7 @@
 //! The wire between a limiter and Redis: one call per round trip, with the nemesis
 //! consulted in every gap between two round trips of the same request.
 
-use redis::aio::MultiplexedConnection;
+use crate::backend::Conn;
 use redis::{Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult};
 
 use crate::keys::KeyLayout;
@@ -11,7 +11,7 @@ use crate::request::{RequestCtx, TripSummary, keys_at_gap, remember_keys};
 /// A limiter's connection for one request. Every round trip goes through [`Wire::cmd`]
 /// or [`Wire::pipe`]; the commands sent and the keys they name are kept for the history.
 pub struct Wire<'a> {
-    conn: &'a mut MultiplexedConnection,
+    conn: &'a mut Conn,
     hook: &'a dyn GapHook,
     ctx: &'a RequestCtx,
     layout: &'a KeyLayout,
@@ -23,12 +23,7 @@ pub struct Wire<'a> {
 }
 
 impl<'a> Wire<'a> {
-    pub fn new(
-        conn: &'a mut MultiplexedConnection,
-        hook: &'a dyn GapHook,
-        ctx: &'a RequestCtx,
-        layout: &'a KeyLayout,
-    ) -> Self {
+    pub fn new(conn: &'a mut Conn, hook: &'a dyn GapHook, ctx: &'a RequestCtx, layout: &'a KeyLayout) -> Self {
         Self {
             conn,
             hook,

@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::progress::Progress;
-use crate::backend::connect_client;
+use crate::backend::{Conn, connect_client};
 use crate::clock::RunClock;
 use crate::history::{Event, Outcome, PhaseEdge, Recorder};
 use crate::keys::KeyLayout;
@@ -47,11 +46,12 @@ pub struct Driver {
     /// `i % len` of its instance's pool, worker `k` of a burst uses slot `k % len`. A
     /// connection the fault proxy closed (or lost) is replaced by a new one for the requests
     /// after it, as a client's pool would.
-    pub conns: Vec<Vec<std::sync::Mutex<MultiplexedConnection>>>,
+    pub conns: Vec<Vec<std::sync::Mutex<Conn>>>,
     /// Where `conns` connect.
     pub url: String,
     pub progress: Progress,
-    /// Asks for a sample of the limiter's keys at the end of every phase that sent requests.
+    /// Asks for a sample of the limiter's keys when a quarter, half and three quarters of a
+    /// phase's requests are decided, and at the end of every phase that sent requests.
     pub sample_now: SampleNow,
     /// When the identities' keys are due to expire (steady phases' `clear_of_expiry_ms`).
     pub expiry: Arc<ExpiryWatch>,
@@ -113,6 +113,7 @@ impl Driver {
         flood: Option<Arc<CacheFlood>>,
     ) {
         let driver = Arc::clone(self);
+        let marks = sample_marks(requests);
         pace(requests, duration_us, move |req| {
             let (driver, flood) = (Arc::clone(&driver), flood.clone());
             async move {
@@ -122,6 +123,9 @@ impl Driver {
                 let slot = req.id as usize % driver.conns[0].len();
                 let mut conn = driver.conn(req.instance, slot);
                 driver.one(&mut conn, slot, req, phase, flood.as_deref()).await;
+                if marks.contains(&req.id) {
+                    driver.sample_now.ask();
+                }
             }
         })
         .await;
@@ -135,6 +139,7 @@ impl Driver {
         connections: u32,
         flood: Option<Arc<CacheFlood>>,
     ) {
+        let marks = sample_marks(requests);
         let requests: Arc<[PlannedRequest]> = requests.into();
         let next = Arc::new(AtomicUsize::new(0));
         // Every client starts at once: the phase's concurrency is real from its first request.
@@ -150,13 +155,16 @@ impl Driver {
                 while let Some(&req) = requests.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let mut conn = driver.conn(req.instance, slot);
                     driver.one(&mut conn, slot, req, phase, flood.as_deref()).await;
+                    if marks.contains(&req.id) {
+                        driver.sample_now.ask();
+                    }
                 }
             });
         }
         while workers.join_next().await.is_some() {}
     }
 
-    fn conn(&self, instance: u32, slot: usize) -> MultiplexedConnection {
+    fn conn(&self, instance: u32, slot: usize) -> Conn {
         self.conns[instance as usize][slot]
             .lock()
             .expect("connection slot")
@@ -166,7 +174,7 @@ impl Driver {
     /// Replace a connection that was closed under the client.
     async fn reconnect(&self, instance: u32, slot: usize) {
         if let Ok(Ok(fresh)) = tokio::time::timeout(Duration::from_secs(1), connect_client(&self.url)).await {
-            *self.conns[instance as usize][slot].lock().expect("connection slot") = fresh;
+            *self.conns[instance as usize][slot].lock().expect("connection slot") = fresh.into();
         }
     }
 
@@ -187,14 +195,7 @@ impl Driver {
     }
 
     /// One request: invoke, decide through the limiter, complete; then the phase's cache writes.
-    async fn one(
-        &self,
-        conn: &mut MultiplexedConnection,
-        slot: usize,
-        req: PlannedRequest,
-        phase: usize,
-        flood: Option<&CacheFlood>,
-    ) {
+    async fn one(&self, conn: &mut Conn, slot: usize, req: PlannedRequest, phase: usize, flood: Option<&CacheFlood>) {
         let key = self.limit.key(req.identity);
         self.hook.before_request(&request_ctx(&req, key.clone(), 0)).await;
         self.recorder.record(Event::Invoke {
@@ -272,6 +273,20 @@ fn classify(e: &redis::RedisError) -> Outcome {
 /// start whatever the replies (`send` in a task of its own), except that one identity is
 /// one client: its request waits for its previous one to finish. Returns when the phase's
 /// time is over and every request is done.
+/// The requests after which a phase asks for a sample of the limiter's keys: its quarter,
+/// half and three-quarter marks (none in a phase of fewer than 4). A phase is sampled at
+/// the same points of its traffic whatever the machine's speed: a burst that ends within
+/// one sample interval (`[check] sample_interval_ms`) is still seen in its middle, not
+/// only before its first request and after its last — where a key that its own traffic
+/// keeps deleting (eviction under a cache's flood) may happen to be gone.
+fn sample_marks(requests: &[PlannedRequest]) -> [u64; 3] {
+    let n = requests.len();
+    if n < 4 {
+        return [u64::MAX; 3]; // No request has that id.
+    }
+    [n / 4, n / 2, 3 * n / 4].map(|i| requests[i].id)
+}
+
 pub(super) async fn pace<F, Fut>(requests: &[PlannedRequest], duration_us: u64, send: F)
 where
     F: Fn(PlannedRequest) -> Fut,
@@ -304,6 +319,13 @@ mod pace_tests {
     use std::sync::Mutex;
 
     use super::*;
+
+    #[test]
+    fn a_phase_is_sampled_at_its_quarter_half_and_three_quarter_marks() {
+        let requests: Vec<PlannedRequest> = (0..8).map(|i| at(100 + i, 0, 0)).collect();
+        assert_eq!(sample_marks(&requests), [102, 104, 106]);
+        assert!(sample_marks(&requests[..3]).iter().all(|&m| m == u64::MAX), "none in 3");
+    }
 
     fn at(id: u64, identity: u32, offset_ms: u64) -> PlannedRequest {
         PlannedRequest {

@@ -14,7 +14,7 @@ use super::driver::Driver;
 use super::layout::{plant, refuse_foreign_setup, resolve_layout};
 use super::progress::Progress;
 use super::setup::Servers;
-use crate::backend::{configure, connect, connect_client, restore, unlink};
+use crate::backend::{Conn, configure, connect, connect_client, restore, unlink};
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, HistoryIndex, ProblemSource, Recorder, ServerRole};
@@ -221,7 +221,7 @@ async fn prepare_state(
 ) -> Result<(), SetupError> {
     let scenario = &config.scenario;
     link.limiter()
-        .prepare(admin, &scenario.limit)
+        .prepare(&mut Conn::from(admin.clone()), &scenario.limit)
         .await
         .map_err(|e| SetupError::LimiterPrepare {
             limiter: link.limiter().name().to_owned(),
@@ -671,7 +671,7 @@ async fn drive(
 async fn driver_conns(
     scenario: &crate::scenario::Scenario,
     url: &str,
-) -> Result<Vec<Vec<std::sync::Mutex<MultiplexedConnection>>>, SetupError> {
+) -> Result<Vec<Vec<std::sync::Mutex<Conn>>>, SetupError> {
     let pool = scenario
         .phases
         .iter()
@@ -687,7 +687,13 @@ async fn driver_conns(
         futures::future::try_join_all((0..pool * instances).map(|_| connect_client(url))).await?;
     let mut conns = conns.into_iter();
     Ok((0..instances)
-        .map(|_| conns.by_ref().take(pool).map(std::sync::Mutex::new).collect())
+        .map(|_| {
+            conns
+                .by_ref()
+                .take(pool)
+                .map(|c| std::sync::Mutex::new(c.into()))
+                .collect()
+        })
         .collect())
 }
 

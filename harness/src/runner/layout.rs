@@ -4,6 +4,7 @@
 use redis::aio::MultiplexedConnection;
 
 use super::error::SetupRefused;
+use crate::backend::Conn;
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, ProblemSource, Recorder};
@@ -55,7 +56,10 @@ pub async fn plant(
             reason: format!("planting identity {identity}'s [[setup]]: {e}"),
         };
         let done = match setup {
-            Setup::ExhaustedKey { .. } => limiter.plant_exhausted(admin, identity, &key, limit).await,
+            Setup::ExhaustedKey { .. } => {
+                let mut conn = Conn::from(admin.clone());
+                limiter.plant_exhausted(&mut conn, identity, &key, limit).await
+            }
             Setup::Commands { commands, .. } => send_commands(admin, commands, identity, &key).await,
         };
         let done = match done {

@@ -1,7 +1,7 @@
 //! Lua-script limiters' plumbing: SCRIPT LOAD once, EVALSHA per request, and after a
 //! NOSCRIPT reply (restart, failover, SCRIPT FLUSH) load again and retry, as clients do.
 
-use redis::aio::MultiplexedConnection;
+use crate::backend::Conn;
 use redis::{ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs};
 
 use crate::limiter::Wire;
@@ -20,7 +20,7 @@ impl LuaScript {
         }
     }
 
-    pub async fn load(&self, conn: &mut MultiplexedConnection) -> RedisResult<()> {
+    pub async fn load(&self, conn: &mut Conn) -> RedisResult<()> {
         let _sha: String = redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(&self.source)

@@ -1,8 +1,8 @@
 //! A fixed window in one Lua script that repairs a key which lost its TTL.
 
+use crate::backend::Conn;
 use async_trait::async_trait;
 use redis::RedisResult;
-use redis::aio::MultiplexedConnection;
 
 use super::lua::LuaScript;
 use crate::limiter::{Algorithm, Decision, Limiter, Wire};
@@ -60,7 +60,7 @@ impl Limiter for LuaFixedWindow {
         true
     }
 
-    async fn prepare(&self, conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
+    async fn prepare(&self, conn: &mut Conn, _limit: &Limit) -> RedisResult<()> {
         self.script.load(conn).await
     }
 

@@ -1,8 +1,8 @@
 //! Python `limits`' fixed window: atomic, but never repairs a key that lost its TTL.
 
+use crate::backend::Conn;
 use async_trait::async_trait;
 use redis::RedisResult;
-use redis::aio::MultiplexedConnection;
 
 use super::lua::LuaScript;
 use crate::limiter::{Algorithm, Decision, Limiter, Wire};
@@ -60,7 +60,7 @@ impl Limiter for LuaIncrExpireIfFirst {
         true
     }
 
-    async fn prepare(&self, conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
+    async fn prepare(&self, conn: &mut Conn, _limit: &Limit) -> RedisResult<()> {
         self.script.load(conn).await
     }
 

@@ -1,8 +1,8 @@
 //! A token bucket in one Lua script, timed by the server's clock.
 
+use crate::backend::Conn;
 use async_trait::async_trait;
 use redis::RedisResult;
-use redis::aio::MultiplexedConnection;
 
 use super::lua::LuaScript;
 use crate::limiter::{Algorithm, Decision, Limiter, Plant, Wire};
@@ -79,17 +79,11 @@ impl Limiter for TokenBucketLua {
         (4, 0)
     }
 
-    async fn prepare(&self, conn: &mut MultiplexedConnection, _limit: &Limit) -> RedisResult<()> {
+    async fn prepare(&self, conn: &mut Conn, _limit: &Limit) -> RedisResult<()> {
         self.script.load(conn).await
     }
 
-    async fn plant_exhausted(
-        &self,
-        conn: &mut MultiplexedConnection,
-        _identity: u32,
-        key: &str,
-        _limit: &Limit,
-    ) -> RedisResult<Plant> {
+    async fn plant_exhausted(&self, conn: &mut Conn, _identity: u32, key: &str, _limit: &Limit) -> RedisResult<Plant> {
         let _: i64 = redis::cmd("EVAL").arg(PLANT).arg(1).arg(key).query_async(conn).await?;
         Ok(Plant::Planted(format!("HSET {key} tokens 0 ts <server now> (no TTL)")))
     }
