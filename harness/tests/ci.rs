@@ -57,6 +57,21 @@ fn validate_junit(xml: &Path) {
     );
 }
 
+/// Every cell's `report.md` under `dir`'s report directory (its problems say why a verdict
+/// was unknown), for a failure's message: the temporary repository is gone after it.
+fn reports_in(dir: &Path) -> String {
+    let mut text = String::new();
+    let runs = dir.join(".limiter-harness/reports/runs");
+    for scenario in std::fs::read_dir(&runs).into_iter().flatten().flatten() {
+        for cell in std::fs::read_dir(scenario.path()).into_iter().flatten().flatten() {
+            if let Ok(report) = std::fs::read_to_string(cell.path().join("report.md")) {
+                text.push_str(&format!("\n--- {}\n{report}", cell.path().display()));
+            }
+        }
+    }
+    text
+}
+
 /// A service's repository with a limiter of its own: the example adapter of incident 1's
 /// fix, copied in, and a starter suite for it narrowed to two scenarios — one it passes and
 /// one no limiter survives (a deployment problem).
@@ -119,7 +134,13 @@ fn a_regression_is_named_by_cell_and_invariant_even_in_a_cell_that_already_faile
     // A sub-directory finds the suite upward, as cargo finds Cargo.toml; a file it names is
     // where it stands.
     let out = harness_in(&dir.join("ratelimit"), &["ci", "--no-progress", "--summary", "here.md"]);
-    assert_eq!(out.status.code(), Some(0), "unchanged: identical\n{}", text_of(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "unchanged: identical\n{}{}",
+        text_of(&out),
+        reports_in(dir)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("every one as in the baseline"));
     assert!(
         dir.join("ratelimit/here.md").is_file(),

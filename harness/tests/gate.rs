@@ -129,9 +129,9 @@ fn ci(dir: &Path, extra: &[&str]) -> Output {
 }
 
 #[test]
-fn a_teams_gate_is_green_run_after_run_and_red_on_a_regression() {
+fn a_teams_gate_is_green_run_after_run_red_on_a_regression_and_shards_merge_to_one_run() {
     // Long: one repository's life in order — accept, three unchanged runs (one loaded), a
-    // regression and its repair.
+    // regression and its repair, then the same suite in two shards merged.
     let repo = team_repo();
     let dir = repo.path();
     let out = ci(dir, &["--accept"]);
@@ -186,16 +186,8 @@ fn a_teams_gate_is_green_run_after_run_and_red_on_a_regression() {
     std::fs::write(&script, &good).unwrap();
     let out = ci(dir, &["--scenarios", "steady-control,immortal-counter"]);
     assert_eq!(out.status.code(), Some(0), "repaired\n{}", text_of(&out));
-}
 
-/// The team's suite in two shards: non-empty, disjoint, covering; merged, the same summary
-/// as one run. (A test of its own beside the one above: the two run side by side.)
-#[test]
-fn a_teams_suite_in_two_shards_merges_to_one_run() {
-    let repo = team_repo();
-    let dir = repo.path();
-    let out = ci(dir, &["--accept"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    // Two shards: non-empty, disjoint, covering; merged, the same summary as one run.
     let whole = ci(dir, &[]);
     assert_eq!(whole.status.code(), Some(0), "{}", text_of(&whole));
     let one_summary = std::fs::read_to_string(dir.join(".limiter-harness/reports/SUMMARY.md")).unwrap();

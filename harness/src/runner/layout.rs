@@ -34,6 +34,18 @@ pub fn resolve_layout(limit: &Limit, limiter: &dyn Limiter) -> (KeyLayout, Optio
     }
 }
 
+/// The limiter writes identity `identity`'s exhausted state, on a limiter's connection.
+async fn plant_exhausted(
+    limiter: &dyn Limiter,
+    admin: &MultiplexedConnection,
+    identity: u32,
+    key: &str,
+    limit: &Limit,
+) -> redis::RedisResult<Plant> {
+    let mut conn = Conn::from(admin.clone());
+    limiter.plant_exhausted(&mut conn, identity, key, limit).await
+}
+
 /// Write the scenario's `[[setup]]` state before traffic: an identity's exhausted state in the
 /// limiter's own representation (the limiter writes it), or raw commands. The keys planted
 /// are the identity's keys by the layout found afterwards. A setup the limiter cannot write,
@@ -56,10 +68,7 @@ pub async fn plant(
             reason: format!("planting identity {identity}'s [[setup]]: {e}"),
         };
         let done = match setup {
-            Setup::ExhaustedKey { .. } => {
-                let mut conn = Conn::from(admin.clone());
-                limiter.plant_exhausted(&mut conn, identity, &key, limit).await
-            }
+            Setup::ExhaustedKey { .. } => plant_exhausted(limiter, admin, identity, &key, limit).await,
             Setup::Commands { commands, .. } => send_commands(admin, commands, identity, &key).await,
         };
         let done = match done {
