@@ -269,10 +269,6 @@ fn classify(e: &redis::RedisError) -> Outcome {
     }
 }
 
-/// An open-loop phase's pacing: each request is started at its offset from the phase's
-/// start whatever the replies (`send` in a task of its own), except that one identity is
-/// one client: its request waits for its previous one to finish. Returns when the phase's
-/// time is over and every request is done.
 /// The requests after which a phase asks for a sample of the limiter's keys: its quarter,
 /// half and three-quarter marks (none in a phase of fewer than 4). A phase is sampled at
 /// the same points of its traffic whatever the machine's speed: a burst that ends within
@@ -287,6 +283,10 @@ fn sample_marks(requests: &[PlannedRequest]) -> [u64; 3] {
     [n / 4, n / 2, 3 * n / 4].map(|i| requests[i].id)
 }
 
+/// An open-loop phase's pacing: each request is started at its offset from the phase's
+/// start whatever the replies (`send` in a task of its own), except that one identity is
+/// one client: its request waits for its previous one to finish. Returns when the phase's
+/// time is over and every request is done.
 pub(super) async fn pace<F, Fut>(requests: &[PlannedRequest], duration_us: u64, send: F)
 where
     F: Fn(PlannedRequest) -> Fut,
