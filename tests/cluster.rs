@@ -89,19 +89,7 @@ async fn every_node_agrees(cluster: &Cluster) {
 /// A key is served by the primary whose range holds its slot; the others send the client
 /// there with MOVED.
 async fn a_key_is_served_where_its_slot_is(cluster: &Cluster) {
-    let mut first = conn(cluster.urls()[0]).await;
-    let slot: i64 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg("rl:0")
-        .query_async(&mut first)
-        .await
-        .unwrap();
-    let owner = (0..3)
-        .find(|&i| {
-            let (a, b) = slot_range(i, 3);
-            (a as i64..=b as i64).contains(&slot)
-        })
-        .unwrap();
+    let (owner, slot) = owner_of(cluster, "rl:0").await;
     let mut at_owner = conn(cluster.urls()[owner]).await;
     let () = redis::cmd("SET")
         .arg("rl:0")
@@ -194,7 +182,7 @@ async fn every_builtin_decides_on_a_cluster_through_the_cluster_client() {
             allowed.push(decision.unwrap_or_else(|e| panic!("{name}: {e}")).allowed);
         }
         assert_eq!(allowed, [vec![true; 10], vec![false; 5]].concat(), "{name}");
-        let owner = owner_of(&cluster, &key).await;
+        let (owner, _) = owner_of(&cluster, &key).await;
         let pttl: i64 = redis::cmd("PTTL")
             .arg(&key)
             .query_async(&mut conn(cluster.urls()[owner]).await)
@@ -207,18 +195,19 @@ async fn every_builtin_decides_on_a_cluster_through_the_cluster_client() {
     cluster.stop().await.expect("stopped");
 }
 
-/// The primary (of three) whose slot range holds `key`.
-async fn owner_of(cluster: &Cluster, key: &str) -> usize {
+/// The primary (of three) whose slot range holds `key`, and the key's slot.
+async fn owner_of(cluster: &Cluster, key: &str) -> (usize, i64) {
     let slot: i64 = redis::cmd("CLUSTER")
         .arg("KEYSLOT")
         .arg(key)
         .query_async(&mut conn(cluster.urls()[0]).await)
         .await
         .unwrap();
-    (0..3)
+    let owner = (0..3)
         .find(|&i| {
             let (a, b) = slot_range(i, 3);
             (a as i64..=b as i64).contains(&slot)
         })
-        .unwrap()
+        .unwrap();
+    (owner, slot)
 }

@@ -3,13 +3,11 @@
 //! and `ASK` as a team's cluster client would. The limiter API ([`crate::limiter::Wire`],
 //! `prepare`, `plant`) takes this type, so the same limiter code runs on either.
 
-use std::time::Duration;
-
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use super::RESPONSE_TIMEOUT;
+use super::settings::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::error::SetupError;
 
 /// A connection a limiter sends its commands on. Cloning shares the connection (both kinds
@@ -79,7 +77,7 @@ pub async fn connect_cluster(seeds: &[String]) -> Result<ClusterConnection, Setu
         reason,
     };
     let client = redis::cluster::ClusterClient::builder(seeds.to_vec())
-        .connection_timeout(Duration::from_secs(2))
+        .connection_timeout(CONNECT_TIMEOUT)
         .response_timeout(RESPONSE_TIMEOUT)
         .build()
         .map_err(|e| failed(e.to_string()))?;

@@ -19,6 +19,9 @@ pub const KEYSPACE_FLAGS: &str = "Kgxe";
 /// How long the harness waits for any reply before calling a request indeterminate.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long the harness waits for a connection to a server to open.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The client name of the harness's own connections (observer, nemesis, setup): a
 /// `client-kill` fault spares them and kills the limiter's.
 pub const HARNESS_CLIENT_NAME: &str = "lh-harness";
@@ -46,7 +49,7 @@ pub async fn connect_client(url: &str) -> Result<MultiplexedConnection, SetupErr
         reason: e.to_string(),
     })?;
     let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
         .set_response_timeout(Some(RESPONSE_TIMEOUT));
     client
         .get_multiplexed_async_connection_with_config(&config)
