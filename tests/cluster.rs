@@ -1,10 +1,10 @@
-//! A Redis Cluster of the harness's own, in processes: three primaries sharing the slots,
-//! a replica each, all agreeing, and gone once stopped; the built-in limiters deciding on it
-//! through the `redis` crate's cluster client.
+//! A Redis Cluster of the harness's own, in processes and in containers: three primaries
+//! sharing the slots, a replica each, all agreeing, and gone once stopped; the built-in
+//! limiters deciding on it through the `redis` crate's cluster client.
 
 use limiter_harness::SetupError;
 use limiter_harness::backend::{
-    Backend, Cluster, Conn, SLOTS, StartOptions, connect_cluster, slot_range, start_cluster,
+    Backend, Cluster, Conn, LABEL_RUN, SLOTS, StartOptions, connect_cluster, slot_range, start_cluster,
 };
 use limiter_harness::keys::KeyLayout;
 use limiter_harness::limiter::{BUILTIN_NAMES, RequestCtx, Wire, builtin};
@@ -49,7 +49,62 @@ async fn a_cluster_of_three_primaries_with_a_replica_each_serves_every_slot_and_
 
     every_node_agrees(&cluster).await;
     a_key_is_served_where_its_slot_is(&cluster).await;
+    stop_and_check_gone(cluster).await;
+}
 
+/// The same cluster in containers (the harness's image, on the host's network, each node's
+/// bus on a port of its own): it forms, a key written through the cluster client reads back,
+/// and once stopped no node answers and no container of the run is left.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_in_containers_forms_serves_a_key_and_leaves_no_container() {
+    let Some(containers) = backend(Kind::Container).await else {
+        return;
+    };
+    let tag = "cluster-containers";
+    let started = std::time::Instant::now();
+    let cluster = cluster_on(containers.as_ref(), tag, 3, 1)
+        .await
+        .expect("the cluster starts");
+    eprintln!("6 nodes in containers ready in {:?}", started.elapsed());
+    assert_eq!(cluster.nodes.len(), 6);
+    assert!(cluster.nodes.iter().all(|n| n.cluster_bus_port().is_some()));
+    every_node_agrees(&cluster).await;
+    let label = format!("label={LABEL_RUN}={}-{tag}", std::process::id());
+    assert_eq!(docker_ps(&label).len(), 6, "one container per node");
+
+    let seed = vec![cluster.urls()[0].to_owned()];
+    let mut client = connect_cluster(&seed).await.expect("a cluster connection");
+    let () = redis::cmd("SET")
+        .arg("rl:in-containers")
+        .arg(7)
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    let read: Option<String> = redis::cmd("GET")
+        .arg("rl:in-containers")
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    assert_eq!(read.as_deref(), Some("7"));
+    drop(client);
+
+    stop_and_check_gone(cluster).await;
+    let left = docker_ps(&label);
+    assert!(left.is_empty(), "containers left with {label}: {left:?}");
+}
+
+/// The containers, running or not, that `docker ps -a --filter FILTER` lists.
+fn docker_ps(filter: &str) -> Vec<String> {
+    let ps = std::process::Command::new("docker")
+        .args(["ps", "-a", "-q", "--filter", filter])
+        .output()
+        .expect("docker ps");
+    assert!(ps.status.success(), "docker ps: {ps:?}");
+    String::from_utf8_lossy(&ps.stdout).lines().map(str::to_owned).collect()
+}
+
+/// Stop every node of `cluster`; then none answers.
+async fn stop_and_check_gone(cluster: Cluster) {
     let urls: Vec<String> = cluster.urls().into_iter().map(str::to_owned).collect();
     cluster.stop().await.expect("stopped");
     for url in urls {
@@ -210,4 +265,108 @@ async fn owner_of(cluster: &Cluster, key: &str) -> (usize, i64) {
         })
         .unwrap();
     (owner, slot)
+}
+
+/// A scenario with `topology = "cluster"` runs through the runner like any other: the
+/// harness starts three primaries, the built-in decides through the cluster client, and the
+/// observer samples and listens on every primary — the keys sampled and the windows seen
+/// ending come from all three nodes, not only from the seed node the run's URL names.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_scenario_is_observed_on_every_primary() {
+    use limiter_harness::backend::{key_slot, primary_of_slot};
+    use limiter_harness::history::Event;
+    let scenario = limiter_harness_tests::scenario("cluster-steady");
+    let (report, dir) = limiter_harness_tests::run(scenario, "lua-fixed-window", Kind::Process)
+        .await
+        .expect("a process backend");
+    assert_eq!(
+        report.verdict,
+        limiter_harness::checker::Verdict::Valid,
+        "{:#?}",
+        report.invariants
+    );
+    let topology = report.server.topology.as_deref().unwrap_or_default();
+    assert!(topology.contains("3 primaries"), "{topology:?}");
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let (mut sampled, mut expired) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+    for event in &events {
+        match event {
+            Event::Sample { keys, .. } => sampled.extend(keys.iter().map(|k| k.key.clone())),
+            Event::Keyspace { key, event, .. } if event == "expired" => {
+                expired.insert(key.clone());
+            }
+            _ => {}
+        }
+    }
+    let owners = |keys: &std::collections::BTreeSet<String>| -> std::collections::BTreeSet<usize> {
+        keys.iter()
+            .map(|k| primary_of_slot(key_slot(k.as_bytes()), 3))
+            .collect()
+    };
+    assert_eq!(sampled.len(), 8, "every identity's key sampled: {sampled:?}");
+    assert_eq!(owners(&sampled).len(), 3, "sampled on every primary: {sampled:?}");
+    assert_eq!(
+        owners(&expired).len(),
+        3,
+        "expiries heard from every primary: {expired:?}"
+    );
+}
+
+/// The harness's slot function agrees with the server's `CLUSTER KEYSLOT`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_harness_computes_a_keys_slot_as_the_cluster_does() {
+    let processes = backend(Kind::Process).await.expect("a process backend");
+    let cluster = cluster_on(processes.as_ref(), "cluster-keyslot", 1, 0)
+        .await
+        .expect("the cluster starts");
+    let mut c = conn(cluster.urls()[0]).await;
+    for key in ["rl:0", "rl:7", "{rl:3}:prev", "app:{}:x", "a{b}c{d}", "123456789", ""] {
+        let theirs: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(limiter_harness::backend::key_slot(key.as_bytes()), theirs, "{key:?}");
+    }
+    cluster.stop().await.expect("stopped");
+}
+
+/// What does not run on a cluster yet is refused before traffic, saying so: an exec adapter
+/// (its traffic crosses the fault proxy, which fronts one server), and a server the harness
+/// did not start.
+#[tokio::test(flavor = "multi_thread")]
+async fn what_does_not_run_on_a_cluster_yet_is_refused_by_name() {
+    let adapter = format!(
+        "exec:python3 {}",
+        limiter_harness_tests::example("python/fixed_window_fixed.py").display()
+    );
+    let scenario = limiter_harness_tests::scenario("cluster-steady");
+    match limiter_harness_tests::try_run_spec(scenario.clone(), &adapter, Kind::Process).await {
+        Err(e @ SetupError::NotOnCluster { .. }) => assert!(e.to_string().contains("fault proxy"), "{e}"),
+        other => panic!("an exec adapter on a cluster: {other:?}"),
+    }
+    let server = limiter_harness_tests::TestServer::start(Kind::Process)
+        .await
+        .expect("a server");
+    let dir = tempfile::tempdir().unwrap();
+    let refused = limiter_harness::runner::run(limiter_harness::runner::RunConfig {
+        scenario,
+        limiter: limiter_harness::limiter::resolve("lua-fixed-window").unwrap(),
+        backend: std::sync::Arc::new(limiter_harness::backend::UrlBackend::new(server.url.clone())),
+        seed: 1,
+        report_dir: dir.path().to_owned(),
+        allow_reconfigure: true,
+        via_proxy: false,
+        show_progress: false,
+        reproduce: String::new(),
+    })
+    .await
+    .expect_err("a cluster scenario on --backend url");
+    assert!(
+        matches!(refused, SetupError::NotOnCluster { .. })
+            && refused.to_string().contains("--backend process or container"),
+        "{refused}"
+    );
+    server.stop().await;
 }

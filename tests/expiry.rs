@@ -46,7 +46,7 @@ async fn a_request_is_held_until_the_key_the_server_says_is_expiring_is_gone() {
     // Counted from the notification, the key would be due a window (2 s) later and nothing
     // would hold a request 35 ms before its real expiry. Asking the server, the request
     // waits until the key has expired.
-    let asking = ExpiryWatch::new(2_000, clock).ask(&server.url);
+    let asking = ExpiryWatch::new(2_000, clock).ask(&server.url, None);
     key_about_to_expire(&mut conn, "rl:1").await;
     asking.seen(1, "rl:1", "expire");
     asking.clear(1, 40_000).await;

@@ -189,7 +189,9 @@ async fn memory_pressure_evicts_under_allkeys_lru_and_fails_writes_under_noevict
     };
     let flooded = flood(&lru, &pressure("allkeys-lru"), 5_000).await;
     assert_eq!(flooded.totals().writes_ok, 5_000);
-    let Event::Stats { evicted_keys, .. } = read_stats(&mut lru.conn().await, ServerRole::Limiter, 0).await.unwrap()
+    let Event::Stats { evicted_keys, .. } = read_stats(&mut [lru.conn().await], ServerRole::Limiter, 0)
+        .await
+        .unwrap()
     else {
         unreachable!()
     };

@@ -149,6 +149,9 @@ pub enum SetupError {
         source: std::io::Error,
     },
 
+    #[error("{what} does not run on a Redis Cluster yet (`topology = \"cluster\"` in [server])\n  help: {help}")]
+    NotOnCluster { what: String, help: String },
+
     #[error("{0}")]
     Usage(String),
 }

@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 
 use super::{Backend, BackendError, ServerHandle, StartOptions, connect, socket_addr};
@@ -40,6 +41,11 @@ impl Cluster {
         self.nodes.iter().map(|n| n.url()).collect()
     }
 
+    /// The primaries' URLs: where every key is served, each by one of them.
+    pub fn primary_urls(&self) -> Vec<&str> {
+        self.nodes.iter().take(self.primaries).map(|n| n.url()).collect()
+    }
+
     /// Stop every node.
     pub async fn stop(self) -> Result<(), BackendError> {
         let mut first_error = None;
@@ -52,10 +58,77 @@ impl Cluster {
     }
 }
 
+/// A cluster is the limiter's server of a cluster run: its URL is the first primary's (a seed
+/// node: a cluster client learns the rest from it), and it stops node by node.
+#[async_trait]
+impl ServerHandle for Cluster {
+    fn url(&self) -> &str {
+        self.nodes[0].url()
+    }
+
+    fn describe(&self) -> String {
+        let replicas = self.nodes.len() - self.primaries;
+        let nodes: Vec<String> = self.nodes.iter().map(|n| n.describe()).collect();
+        format!(
+            "a Redis Cluster of {} primaries and {replicas} replicas: {}",
+            self.primaries,
+            nodes.join(", ")
+        )
+    }
+
+    async fn stop(self: Box<Self>) -> Result<(), BackendError> {
+        Cluster::stop(*self).await
+    }
+
+    fn as_cluster(&self) -> Option<&Cluster> {
+        Some(self)
+    }
+}
+
 /// The slots primary `index` of `primaries` serves: an equal share, in one range.
 pub fn slot_range(index: usize, primaries: usize) -> (u16, u16) {
     let share = |i: usize| (i * SLOTS as usize / primaries) as u16;
     (share(index), share(index + 1) - 1)
+}
+
+/// The hash slot of `key`, as a cluster computes it: CRC16 (XMODEM) of the key, or of its hash
+/// tag — the part between the first `{` and the next `}`, when that part is not empty —
+/// modulo 16384.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let hashed = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .filter(|&len| len > 0)
+                .map(|len| &rest[..len])
+        })
+        .unwrap_or(key);
+    crc16_xmodem(hashed) % SLOTS
+}
+
+fn crc16_xmodem(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// Which of `primaries` primaries (in [`slot_range`]'s equal ranges) serves `slot`.
+pub fn primary_of_slot(slot: u16, primaries: usize) -> usize {
+    (0..primaries)
+        .find(|&i| slot <= slot_range(i, primaries).1)
+        .unwrap_or(primaries.saturating_sub(1))
 }
 
 /// Start a cluster of `primaries` primaries with `replicas` replicas each on `backend`, and
@@ -227,6 +300,28 @@ fn cluster_error(reason: &str) -> SetupError {
     }
 }
 
+/// A cluster node's settings, whichever backend starts it: its bus on `bus_port`
+/// (`cluster-port`, Redis 7.0 and later; the default, the port + 10000, may be taken or out
+/// of range), its `nodes.conf` in the server's directory (a process's temporary directory, a
+/// container's working directory), failures noticed after 2 s. Nothing when `None`.
+pub(super) fn node_args(bus_port: Option<u16>) -> Vec<String> {
+    let Some(bus_port) = bus_port else {
+        return Vec::new();
+    };
+    [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "2000",
+        "--cluster-port",
+        &bus_port.to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +342,22 @@ mod tests {
             }
             assert_eq!(next, SLOTS, "{primaries} primaries: every slot");
         }
+    }
+
+    #[test]
+    fn a_keys_slot_is_the_servers_own_hash_tags_included() {
+        // Values from `CLUSTER KEYSLOT` on a Redis 7.0 cluster.
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"bar"), 5061);
+        assert_eq!(key_slot(b"123456789"), 0x31C3);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"{user1000}.followers"), key_slot(b"{user1000}.following"));
+        // An empty tag hashes the whole key; only the first `{` counts.
+        assert_eq!(key_slot(b"foo{}{bar}"), crc16_xmodem(b"foo{}{bar}") % SLOTS);
+        assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
+        assert_eq!(primary_of_slot(0, 3), 0);
+        assert_eq!(primary_of_slot(5461, 3), 1);
+        assert_eq!(primary_of_slot(16383, 3), 2);
     }
 
     #[test]

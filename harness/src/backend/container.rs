@@ -1,5 +1,7 @@
 //! Redis in a container started with testcontainers, on the host's network, listening on
-//! 127.0.0.1 only (protected mode on).
+//! 127.0.0.1 only (protected mode on). A cluster node's bus listens there too, on a port of
+//! its own: `CLUSTER MEET 127.0.0.1 PORT BUS-PORT` joins containers as it joins processes,
+//! with no address or port to announce.
 
 use std::time::Duration;
 
@@ -9,6 +11,7 @@ use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
 use super::clean::{CONTAINER_LABEL, forget_container, record_container};
+use super::cluster::node_args;
 use super::image::ensure_image;
 use super::{
     Backend, BackendError, BackendOptions, LABEL, LABEL_RUN, ServerHandle, StartOptions, free_port, server_flag,
@@ -16,7 +19,7 @@ use super::{
 };
 use crate::error::SetupError;
 use crate::history::ServerRole;
-use crate::servers::LocalServer;
+use crate::servers::{LocalServer, Product, series};
 
 /// Starts one container per server, from the harness's own image or `--image`.
 #[derive(Debug)]
@@ -29,6 +32,9 @@ pub struct ContainerBackend {
     program: String,
     /// The `--server` value the image was built from, for the reproduce command.
     server_spec: Option<String>,
+    /// The product and version of the server the image was built from; `None` for an image
+    /// of the user's own, whose version is its server's to say.
+    built_from: Option<(Product, String)>,
 }
 
 impl ContainerBackend {
@@ -58,6 +64,7 @@ impl ContainerBackend {
                     explicit: true,
                     program: "redis-server".into(),
                     server_spec: None,
+                    built_from: None,
                 })
             }
             (None, Some(server)) => {
@@ -68,6 +75,7 @@ impl ContainerBackend {
                     explicit: false,
                     program: server.program(),
                     server_spec: server.spec.clone(),
+                    built_from: Some((server.product, server.version.clone())),
                 })
             }
             (None, None) => Err(SetupError::Usage(
@@ -123,24 +131,33 @@ impl Backend for ContainerBackend {
             backend: format!("container {}", self.image()),
             reason,
         };
-        if options.cluster_node {
-            return Err(fail(
-                "cluster nodes run as processes for now (--backend process): a node in a container would have to announce a port and a bus port of its own".into(),
-            ));
+        if options.cluster_node
+            && let Some((Product::Redis, version)) = &self.built_from
+            && series(version) < (7, 0)
+        {
+            return Err(fail(format!(
+                "a cluster node needs Redis 7.0 or later (its bus on a port of its own, `cluster-port`; `CLUSTER ADDSLOTSRANGE`): the image's server is redis {version}"
+            )));
         }
         let mut last_error = String::new();
-        // Another process may take the port between `free_port` and the bind: the server
-        // then exits before it is ready, and the next attempt takes another port.
+        // Another process may take the port (or a cluster node's bus port) between
+        // `free_port` and the bind: the server then exits before it is ready, and the next
+        // attempt takes other ports.
         for _attempt in 0..5 {
             let port = free_port().map_err(|e| fail(e.to_string()))?;
+            let bus_port = match options.cluster_node {
+                true => Some(free_port().map_err(|e| fail(e.to_string()))?),
+                false => None,
+            };
             // Recorded before it starts: `clean` removes only containers of recorded runs.
             record_container(run_id, port)
                 .map_err(|e| fail(format!("could not record the container for `clean`: {e}")))?;
-            let container = match self.request(role, run_id, port, options).start().await {
+            let container = match self.request(role, run_id, port, bus_port, options).start().await {
                 Ok(container) => container,
                 Err(e) => {
                     forget_container(run_id, port);
-                    last_error = format!("port {port}: {e}");
+                    let bus = bus_port.map(|b| format!(" (bus {b})")).unwrap_or_default();
+                    last_error = format!("port {port}{bus}: {e}");
                     continue;
                 }
             };
@@ -156,6 +173,7 @@ impl Backend for ContainerBackend {
                 image: self.image(),
                 run_id: run_id.to_owned(),
                 port,
+                bus_port,
             }));
         }
         Err(fail(last_error))
@@ -168,9 +186,13 @@ impl ContainerBackend {
         role: ServerRole,
         run_id: &str,
         port: u16,
+        bus_port: Option<u16>,
         options: StartOptions,
     ) -> testcontainers::ContainerRequest<GenericImage> {
         let port = port.to_string();
+        // `nodes.conf` goes in the server's working directory: the image's `/` (FROM scratch,
+        // run as root), where an append-only file goes too.
+        let node_args = node_args(bus_port);
         let mut cmd = vec![
             self.program.as_str(),
             "--port",
@@ -181,8 +203,11 @@ impl ContainerBackend {
             "yes",
         ];
         cmd.extend(options.persistence_args());
+        cmd.extend(node_args.iter().map(String::as_str));
+        // Either stream: a server that exits at once says why on stderr (an image of the
+        // user's own too old for a flag: "Bad directive"), and the error then quotes it.
         GenericImage::new(self.name.as_str(), self.tag.as_str())
-            .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
+            .with_wait_for(WaitFor::message_on_either_std("Ready to accept connections"))
             .with_network("host")
             .with_cmd(cmd)
             .with_label(LABEL, CONTAINER_LABEL)
@@ -206,6 +231,7 @@ struct ContainerHandle {
     image: String,
     run_id: String,
     port: u16,
+    bus_port: Option<u16>,
 }
 
 #[async_trait]
@@ -254,5 +280,9 @@ impl ServerHandle for ContainerHandle {
             .unpause()
             .await
             .map_err(BackendError::container("docker unpause"))
+    }
+
+    fn cluster_bus_port(&self) -> Option<u16> {
+        self.bus_port
     }
 }

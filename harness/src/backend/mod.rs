@@ -21,7 +21,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use clean::{CleanSummary, RUN_ENV, clean, forget_settings, kill_run_processes, save_settings};
-pub use cluster::{Cluster, SLOTS, slot_range, start_cluster};
+pub use cluster::{Cluster, SLOTS, key_slot, primary_of_slot, slot_range, start_cluster};
 pub use conn::{Conn, connect_cluster};
 pub use container::{ContainerBackend, docker_ping};
 pub use error::BackendError;
@@ -152,6 +152,10 @@ pub trait ServerHandle: Send + Sync {
     }
     /// A primary with its replica (a scenario with a failover fault), or `None`.
     fn as_pair(&self) -> Option<&FailoverPair> {
+        None
+    }
+    /// A Redis Cluster (a scenario with `topology = "cluster"`), or `None`.
+    fn as_cluster(&self) -> Option<&Cluster> {
         None
     }
     /// The port of its cluster bus, when it was started as a cluster node.

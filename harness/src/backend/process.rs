@@ -12,6 +12,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
 
+use super::cluster::node_args;
 use super::{Backend, BackendError, ServerHandle, StartOptions, free_port, server_flag, wait_ready};
 use crate::error::SetupError;
 use crate::history::ServerRole;
@@ -68,7 +69,7 @@ fn spawn_server(
             "yes",
         ])
         .args(options.persistence_args())
-        .args(cluster_args(bus_port))
+        .args(node_args(bus_port))
         .arg("--dir")
         .arg(dir)
         .args(["--daemonize", "no"])
@@ -86,27 +87,6 @@ fn spawn_server(
             binary: server.binary.clone(),
             source,
         })
-}
-
-/// A cluster node's settings: its bus on `bus_port` (`cluster-port`, Redis 7.0 and later;
-/// the default, the port + 10000, may be taken or out of range), its `nodes.conf` in its
-/// directory, failures noticed after 2 s.
-fn cluster_args(bus_port: Option<u16>) -> Vec<String> {
-    let Some(bus_port) = bus_port else {
-        return Vec::new();
-    };
-    [
-        "--cluster-enabled",
-        "yes",
-        "--cluster-config-file",
-        "nodes.conf",
-        "--cluster-node-timeout",
-        "2000",
-        "--cluster-port",
-        &bus_port.to_string(),
-    ]
-    .map(str::to_owned)
-    .to_vec()
 }
 
 /// The `process_id` the server at `url` reports.

@@ -22,8 +22,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-
+use crate::backend::Conn;
 use crate::clock::RunClock;
 
 /// After the due time, this much more before the held request goes (the server's clock and
@@ -46,11 +45,30 @@ pub struct ExpiryWatch {
 #[derive(Debug)]
 struct Asking {
     url: String,
-    conn: Option<MultiplexedConnection>,
+    /// A cluster's nodes: the PTTLs go through a cluster connection, routed by key.
+    cluster: Option<Vec<String>>,
+    conn: Option<Conn>,
     retry_at_us: u64,
 }
 
 const RECONNECT_EVERY_US: u64 = 100_000;
+
+/// The PTTLs of `keys`: one pipeline to one server; on a cluster each key on its own, all at
+/// once (a pipeline must stay inside one slot there, and an identity's keys need not).
+async fn pttls_ms(conn: &mut Conn, keys: &[String]) -> redis::RedisResult<Vec<i64>> {
+    if matches!(conn, Conn::Cluster(_)) && keys.len() > 1 {
+        let asks = keys.iter().map(|key| {
+            let mut conn = conn.clone();
+            async move { redis::cmd("PTTL").arg(key).query_async::<i64>(&mut conn).await }
+        });
+        return futures::future::try_join_all(asks).await;
+    }
+    let mut pipe = redis::pipe();
+    for key in keys {
+        pipe.cmd("PTTL").arg(key);
+    }
+    pipe.query_async(conn).await
+}
 
 impl ExpiryWatch {
     pub fn new(window_ms: u64, clock: RunClock) -> Self {
@@ -64,9 +82,11 @@ impl ExpiryWatch {
 
     /// Ask the server at `url` (on a connection of the harness's own) how long the keys have
     /// left, rather than estimating it from when their TTL was seen.
-    pub fn ask(self, url: &str) -> Self {
+    /// `cluster`: the nodes of the cluster `url` belongs to, when it is one.
+    pub fn ask(self, url: &str, cluster: Option<&[String]>) -> Self {
         *self.server.lock().expect("expiry watch lock") = Some(Asking {
             url: url.to_owned(),
+            cluster: cluster.map(<[String]>::to_vec),
             conn: None,
             retry_at_us: 0,
         });
@@ -74,8 +94,8 @@ impl ExpiryWatch {
     }
 
     /// The connection to ask on, opened (again) when it is time to; `None`: not now.
-    async fn connection(&self, within: Duration) -> Option<MultiplexedConnection> {
-        let url = {
+    async fn connection(&self, within: Duration) -> Option<Conn> {
+        let (url, cluster) = {
             let server = self.server.lock().expect("expiry watch lock");
             let asking = server.as_ref()?;
             if let Some(conn) = &asking.conn {
@@ -84,9 +104,15 @@ impl ExpiryWatch {
             if self.clock.now_us() < asking.retry_at_us {
                 return None;
             }
-            asking.url.clone()
+            (asking.url.clone(), asking.cluster.clone())
         };
-        let opened = tokio::time::timeout(within, crate::backend::connect(&url)).await;
+        let open = async {
+            match &cluster {
+                Some(seeds) => crate::backend::connect_cluster(seeds).await.map(Conn::from),
+                None => crate::backend::connect(&url).await.map(Conn::from),
+            }
+        };
+        let opened = tokio::time::timeout(within, open).await;
         let mut server = self.server.lock().expect("expiry watch lock");
         let asking = server.as_mut()?;
         match opened {
@@ -171,12 +197,8 @@ impl ExpiryWatch {
         }
         let within = Duration::from_micros(clear_us.max(1_000));
         let mut conn = self.connection(within).await?;
-        let mut pipe = redis::pipe();
-        for key in &keys {
-            pipe.cmd("PTTL").arg(key);
-        }
         let sent_us = self.clock.now_us();
-        let asked = tokio::time::timeout(within, pipe.query_async::<Vec<i64>>(&mut conn)).await;
+        let asked = tokio::time::timeout(within, pttls_ms(&mut conn, &keys)).await;
         let replied_us = self.clock.now_us();
         let pttls_ms = match asked {
             Ok(Ok(pttls_ms)) => pttls_ms,

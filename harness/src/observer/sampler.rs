@@ -13,31 +13,34 @@ use crate::clock::RunClock;
 use crate::history::{Event, KeySample, ProblemSource, Recorder};
 use crate::keys::KeyLayout;
 
-/// Every limiter key on the server: SCAN MATCH each of the layout's globs, keeping the keys
-/// the layout says are the run's (a glob matches more than its template does).
-pub async fn scan_layout(conn: &mut MultiplexedConnection, layout: &KeyLayout) -> RedisResult<Vec<String>> {
-    scan_patterns(conn, layout, &layout.patterns()).await
+/// Every limiter key on the servers that hold them (`nodes`: one server, or each primary of
+/// a cluster): SCAN MATCH each of the layout's globs on each, keeping the keys the layout says
+/// are the run's (a glob matches more than its template does).
+pub async fn scan_layout(nodes: &mut [MultiplexedConnection], layout: &KeyLayout) -> RedisResult<Vec<String>> {
+    scan_patterns(nodes, layout, &layout.patterns()).await
 }
 
-/// The keys of one identity, by the layout.
+/// The keys of one identity, by the layout, on `nodes`.
 pub async fn scan_identity(
-    conn: &mut MultiplexedConnection,
+    nodes: &mut [MultiplexedConnection],
     layout: &KeyLayout,
     identity: u32,
 ) -> RedisResult<Vec<String>> {
-    let keys = scan_patterns(conn, layout, &layout.patterns_for(identity)).await?;
+    let keys = scan_patterns(nodes, layout, &layout.patterns_for(identity)).await?;
     Ok(keys.into_iter().filter(|k| layout.is_key_of(k, identity)).collect())
 }
 
 async fn scan_patterns(
-    conn: &mut MultiplexedConnection,
+    nodes: &mut [MultiplexedConnection],
     layout: &KeyLayout,
     patterns: &[String],
 ) -> RedisResult<Vec<String>> {
     let mut keys: Vec<String> = Vec::new();
-    for pattern in patterns {
-        let found = scan_matching(conn, pattern).await?;
-        keys.extend(found.into_iter().filter(|k| layout.identity_of(k.as_bytes()).is_some()));
+    for conn in nodes.iter_mut() {
+        for pattern in patterns {
+            let found = scan_matching(conn, pattern).await?;
+            keys.extend(found.into_iter().filter(|k| layout.identity_of(k.as_bytes()).is_some()));
+        }
     }
     keys.sort();
     keys.dedup();
@@ -93,18 +96,21 @@ impl<'a> Scan<'a> {
 /// time (a token bucket a request or two below full lives window / max) is read while it
 /// still exists; reading only after the whole scan missed such keys on a large keyspace.
 /// PTTL does not touch the LRU clock; GET does, like any read of the application would.
-pub async fn sample_keys(conn: &mut MultiplexedConnection, layout: &KeyLayout) -> RedisResult<Vec<KeySample>> {
+/// On a cluster, each primary in turn: a key lives on one.
+pub async fn sample_keys(nodes: &mut [MultiplexedConnection], layout: &KeyLayout) -> RedisResult<Vec<KeySample>> {
     let mut samples = Vec::new();
     // A key two globs match is read once.
     let mut listed: HashSet<String> = HashSet::new();
-    for pattern in layout.patterns() {
-        let mut scan = Scan::new(&pattern);
-        while let Some(batch) = scan.next_batch(conn).await? {
-            let keys: Vec<String> = batch
-                .into_iter()
-                .filter(|k| layout.identity_of(k.as_bytes()).is_some() && listed.insert(k.clone()))
-                .collect();
-            read_keys(conn, &keys, &mut samples).await?;
+    for conn in nodes.iter_mut() {
+        for pattern in layout.patterns() {
+            let mut scan = Scan::new(&pattern);
+            while let Some(batch) = scan.next_batch(conn).await? {
+                let keys: Vec<String> = batch
+                    .into_iter()
+                    .filter(|k| layout.identity_of(k.as_bytes()).is_some() && listed.insert(k.clone()))
+                    .collect();
+                read_keys(conn, &keys, &mut samples).await?;
+            }
         }
     }
     samples.sort_by(|a, b| a.key.cmp(&b.key));
@@ -160,9 +166,9 @@ impl SampleNow {
 
 /// Sample every `interval`, and whenever [`SampleNow::take`] asks, until `stop`; failures are
 /// recorded as problems, not fatal.
+/// `nodes`: each server holding the limiter's keys, its URL and the harness's connection to it.
 pub fn spawn_sampler(
-    mut conn: MultiplexedConnection,
-    url: String,
+    nodes: Vec<(String, MultiplexedConnection)>,
     layout: KeyLayout,
     interval: Duration,
     recorder: Recorder,
@@ -170,6 +176,7 @@ pub fn spawn_sampler(
     stop: CancellationToken,
 ) -> (JoinHandle<u64>, SampleNow) {
     let (tx, mut asked) = mpsc::channel::<()>(1);
+    let (urls, mut conns): (Vec<String>, Vec<MultiplexedConnection>) = nodes.into_iter().unzip();
     let handle = tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -182,7 +189,7 @@ pub fn spawn_sampler(
                 Some(()) = asked.recv() => {}
             }
             let t_start_us = clock.now_us();
-            match sample_keys(&mut conn, &layout).await {
+            match sample_keys(&mut conns, &layout).await {
                 Ok(keys) => {
                     taken += 1;
                     failing = false;
@@ -205,11 +212,8 @@ pub fn spawn_sampler(
                         });
                     }
                     // A restarted server: the old connection is gone for good.
-                    if (e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error())
-                        && let Ok(Ok(fresh)) =
-                            tokio::time::timeout(Duration::from_secs(1), crate::backend::connect(&url)).await
-                    {
-                        conn = fresh;
+                    if e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error() {
+                        reconnect(&urls, &mut conns).await;
                     }
                 }
             }
@@ -217,4 +221,13 @@ pub fn spawn_sampler(
         taken
     });
     (handle, SampleNow { tx })
+}
+
+/// Open each node's connection again (those that answer within a second).
+async fn reconnect(urls: &[String], conns: &mut [MultiplexedConnection]) {
+    for (url, conn) in urls.iter().zip(conns.iter_mut()) {
+        if let Ok(Ok(fresh)) = tokio::time::timeout(Duration::from_secs(1), crate::backend::connect(url)).await {
+            *conn = fresh;
+        }
+    }
 }

@@ -5,21 +5,28 @@ use redis::aio::MultiplexedConnection;
 
 use crate::history::{Event, ServerRole};
 
-/// Read `evicted_keys`, `expired_keys` and `used_memory` as a history event.
-pub async fn read_stats(conn: &mut MultiplexedConnection, role: ServerRole, t_us: u64) -> RedisResult<Event> {
-    let (stats, memory): (String, String) = redis::pipe()
-        .cmd("INFO")
-        .arg("stats")
-        .cmd("INFO")
-        .arg("memory")
-        .query_async(conn)
-        .await?;
+/// Read `evicted_keys`, `expired_keys` and `used_memory` as a history event: of one server,
+/// or summed over `nodes` (a cluster's primaries).
+pub async fn read_stats(nodes: &mut [MultiplexedConnection], role: ServerRole, t_us: u64) -> RedisResult<Event> {
+    let (mut evicted_keys, mut expired_keys, mut used_memory_bytes) = (0, 0, 0);
+    for conn in nodes.iter_mut() {
+        let (stats, memory): (String, String) = redis::pipe()
+            .cmd("INFO")
+            .arg("stats")
+            .cmd("INFO")
+            .arg("memory")
+            .query_async(conn)
+            .await?;
+        evicted_keys += info_field(&stats, "evicted_keys").unwrap_or(0);
+        expired_keys += info_field(&stats, "expired_keys").unwrap_or(0);
+        used_memory_bytes += info_field(&memory, "used_memory").unwrap_or(0);
+    }
     Ok(Event::Stats {
         t_us,
         server: role,
-        evicted_keys: info_field(&stats, "evicted_keys").unwrap_or(0),
-        expired_keys: info_field(&stats, "expired_keys").unwrap_or(0),
-        used_memory_bytes: info_field(&memory, "used_memory").unwrap_or(0),
+        evicted_keys,
+        expired_keys,
+        used_memory_bytes,
     })
 }
 

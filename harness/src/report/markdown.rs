@@ -64,9 +64,10 @@ fn header(out: &mut String, r: &Report) {
     } else {
         r.server.settings.join(", ")
     };
+    let topology = r.server.topology.as_ref().map(|t| format!("{t}; ")).unwrap_or_default();
     let _ = writeln!(
         out,
-        "| server | {} ({}; {settings}) |",
+        "| server | {} ({}; {topology}{settings}) |",
         r.server.version, r.server.backend
     );
     if let Some(cache) = &r.server.cache_server {

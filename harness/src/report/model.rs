@@ -86,6 +86,10 @@ pub struct ServerSummary {
     /// e.g. "redis 7.0.15".
     pub version: String,
     pub backend: String,
+    /// A Redis Cluster's shape, e.g. "a cluster of 3 primaries, 0 replicas each"; absent for
+    /// one server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
     /// Settings applied with CONFIG SET, as "name value".
     pub settings: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -45,6 +45,9 @@ fn snapshot(r: &Report) -> String {
     } else {
         r.server.settings.join(", ")
     };
+    if let Some(topology) = &r.server.topology {
+        let _ = writeln!(out, "- server: {topology}");
+    }
     let _ = writeln!(out, "- server settings: {settings}\n");
     let _ = writeln!(out, "| invariant | verdict | anomalies (kind: keys) |\n|---|---|---|");
     for c in &r.invariants {

@@ -5,7 +5,8 @@ use crate::checker::{CheckResult, Verdict, ms};
 use crate::history::{HistoryIndex, LimiterFacts, Outcome, ProblemSource, ServerRole};
 use crate::report::{Counts, FaultSummary, KeysSummary, LimiterSummary, Observed, Report, ServerSummary, WireTrace};
 use crate::scenario::{
-    CacheTarget, CommandFault, CommandFaultAction, Fault, GapFault, GapFaultAction, Scenario, ServerAction, ServerFault,
+    CacheTarget, CommandFault, CommandFaultAction, Fault, GapFault, GapFaultAction, Scenario, ServerAction,
+    ServerFault, Topology,
 };
 
 pub fn report(
@@ -46,6 +47,12 @@ pub fn report(
         server: ServerSummary {
             version: server.map_or_else(|| "unknown".into(), |s| s.version.clone()),
             backend: facts.backend.clone(),
+            topology: match scenario.server.topology {
+                Topology::Single => None,
+                Topology::Cluster { primaries, replicas } => Some(format!(
+                    "a cluster of {primaries} primaries, {replicas} replica(s) each"
+                )),
+            },
             settings: server.map(|s| s.settings.clone()).unwrap_or_default(),
             cache_server: facts.servers.get(&ServerRole::Cache).map(|s| {
                 let settings = if s.settings.is_empty() {

@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::progress::Progress;
-use crate::backend::{Conn, connect_client};
+use crate::backend::Conn;
 use crate::clock::RunClock;
 use crate::history::{Event, Outcome, PhaseEdge, Recorder};
 use crate::keys::KeyLayout;
@@ -49,6 +49,8 @@ pub struct Driver {
     pub conns: Vec<Vec<std::sync::Mutex<Conn>>>,
     /// Where `conns` connect.
     pub url: String,
+    /// A cluster's nodes, when `conns` are cluster connections found through them.
+    pub cluster: Option<Vec<String>>,
     pub progress: Progress,
     /// Asks for a sample of the limiter's keys when a quarter, half and three quarters of a
     /// phase's requests are decided, and at the end of every phase that sent requests.
@@ -173,8 +175,9 @@ impl Driver {
 
     /// Replace a connection that was closed under the client.
     async fn reconnect(&self, instance: u32, slot: usize) {
-        if let Ok(Ok(fresh)) = tokio::time::timeout(Duration::from_secs(1), connect_client(&self.url)).await {
-            *self.conns[instance as usize][slot].lock().expect("connection slot") = fresh.into();
+        let connect = super::admin::connect_limiter(&self.url, self.cluster.as_deref());
+        if let Ok(Ok(fresh)) = tokio::time::timeout(Duration::from_secs(1), connect).await {
+            *self.conns[instance as usize][slot].lock().expect("connection slot") = fresh;
         }
     }
 

@@ -9,12 +9,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::RunConfig;
+use super::admin::{Admin, connect_limiter};
 use super::calendar;
 use super::driver::Driver;
 use super::layout::{plant, refuse_foreign_setup, resolve_layout};
 use super::progress::Progress;
 use super::setup::Servers;
-use crate::backend::{Conn, configure, connect, connect_client, restore, unlink};
+use crate::backend::{Conn, configure, connect, restore, unlink};
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, HistoryIndex, ProblemSource, Recorder, ServerRole};
@@ -53,21 +54,23 @@ pub struct RunState {
     pub calendar_wait_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
-/// A background task that is aborted if the run is dropped (interrupted).
-struct Background(Option<JoinHandle<u64>>);
+/// Background tasks (one per node observed) that are aborted if the run is dropped (interrupted).
+struct Background(Vec<JoinHandle<u64>>);
 
 impl Background {
+    /// Wait for each task; the sum of what they counted.
     async fn finish(mut self) -> u64 {
-        match self.0.take() {
-            Some(handle) => handle.await.unwrap_or(0),
-            None => 0,
+        let mut total = 0;
+        for handle in std::mem::take(&mut self.0) {
+            total += handle.await.unwrap_or(0);
         }
+        total
     }
 }
 
 impl Drop for Background {
     fn drop(&mut self) {
-        if let Some(handle) = self.0.take() {
+        for handle in self.0.drain(..) {
             handle.abort();
         }
     }
@@ -82,6 +85,8 @@ struct Link {
     inflight: Option<Arc<InFlight>>,
     /// Where the limiter's connections go (the proxy, or the server).
     url: String,
+    /// A cluster's nodes: the limiter's connections are cluster connections, found through them.
+    cluster: Option<Vec<String>>,
 }
 
 pub async fn execute(
@@ -95,18 +100,18 @@ pub async fn execute(
     let scenario = &config.scenario;
     let periods_ms = calendar::periods_ms()?;
     let url = servers.limiter.url().to_owned();
-    let mut admin = connect(&url).await?;
+    let mut admin = Admin::connect(servers.limiter.as_ref()).await?;
     let connect_err = |e: redis::RedisError| SetupError::Connect {
         url: url.clone(),
         reason: e.to_string(),
     };
-    let info = server_info(&mut admin).await.map_err(connect_err)?;
+    let info = server_info(&mut admin.server).await.map_err(connect_err)?;
     check_version(config, &info, recorder, clock);
 
     // The limiter starts first: an adapter's hello may describe its keys, which everything
     // after (the proxy, the observer, the setup, the checks) needs.
     let nemesis = Arc::new(Nemesis::new(scenario, connect(&url).await?, recorder.clone(), clock));
-    let link = start_limiter_client(config, &url, &nemesis, recorder, clock, state).await?;
+    let link = start_limiter_client(config, &url, admin.cluster.as_deref(), &nemesis, recorder, clock, state).await?;
     let layout = decide_keys(config, &link, recorder, clock, state);
 
     let (events_on, settings) = prepare_server(config, &mut admin, &url, &layout, recorder, clock, state).await?;
@@ -134,22 +139,22 @@ pub async fn execute(
     prepare_state(config, &link, &layout, &mut admin, recorder, clock).await?;
     // The servers' INFO counters before traffic (the report takes the difference to the end).
     recorder.record(
-        read_stats(&mut admin, ServerRole::Limiter, clock.now_us())
+        read_stats(&mut admin.node_conns(), ServerRole::Limiter, clock.now_us())
             .await
             .map_err(connect_err)?,
     );
     if let Some(conn) = cache_conn.as_mut() {
         recorder.record(
-            read_stats(conn, ServerRole::Cache, clock.now_us())
+            read_stats(std::slice::from_mut(conn), ServerRole::Cache, clock.now_us())
                 .await
                 .map_err(connect_err)?,
         );
     }
 
     let stop = CancellationToken::new();
-    let expiry = Arc::new(ExpiryWatch::new(config.scenario.limit.window_ms, clock).ask(&url));
+    let expiry = Arc::new(ExpiryWatch::new(config.scenario.limit.window_ms, clock).ask(&url, admin.cluster.as_deref()));
     let (keyspace, sampler, sample_now) =
-        observe(config, &url, &layout, events_on, recorder, clock, &stop, &expiry).await?;
+        observe(config, &admin, &layout, events_on, recorder, clock, &stop, &expiry).await?;
     let floods = make_floods(config, &url, servers, state).await?;
     let schedule = plan(&config.scenario, config.seed);
     let traffic = Traffic {
@@ -174,10 +179,10 @@ pub async fn execute(
     }) {
         // The admin connection did not survive the restart, or was closed on the demoted
         // node; through the endpoint it reaches the server the limiter's keys are on now.
-        admin = connect(&url).await?;
+        admin.reconnect(servers.limiter.as_ref()).await?;
     }
 
-    final_audit(&mut admin, &layout, recorder, clock).await;
+    final_audit(&mut admin.node_conns(), &layout, recorder, clock).await;
     tokio::time::sleep(TRAILING_EVENTS).await;
     stop.cancel();
     sampler.finish().await;
@@ -185,7 +190,7 @@ pub async fn execute(
     for flood in &state.floods {
         recorder.record(flood.event(clock.now_us()));
     }
-    finish_stats(&mut admin, cache_conn.as_mut(), recorder, clock).await;
+    finish_stats(&mut admin.node_conns(), cache_conn.as_mut(), recorder, clock).await;
     Ok(())
 }
 
@@ -215,13 +220,13 @@ async fn prepare_state(
     config: &RunConfig,
     link: &Link,
     layout: &KeyLayout,
-    admin: &mut MultiplexedConnection,
+    admin: &mut Admin,
     recorder: &Recorder,
     clock: RunClock,
 ) -> Result<(), SetupError> {
     let scenario = &config.scenario;
     link.limiter()
-        .prepare(&mut Conn::from(admin.clone()), &scenario.limit)
+        .prepare(&mut admin.keys.clone(), &scenario.limit)
         .await
         .map_err(|e| SetupError::LimiterPrepare {
             limiter: link.limiter().name().to_owned(),
@@ -229,7 +234,7 @@ async fn prepare_state(
         })?;
     if !config.backend.owns_servers() {
         // A user's server: every [[setup]] command is checked before any is sent.
-        refuse_foreign_setup(&scenario.setup, &scenario.limit, layout, admin).await?;
+        refuse_foreign_setup(&scenario.setup, &scenario.limit, layout, &mut admin.server).await?;
     }
     plant(
         &scenario.setup,
@@ -284,11 +289,13 @@ impl Link {
 async fn start_limiter_client(
     config: &RunConfig,
     url: &str,
+    cluster: Option<&[String]>,
     nemesis: &Arc<Nemesis>,
     recorder: &Recorder,
     clock: RunClock,
     state: &mut RunState,
 ) -> Result<Link, SetupError> {
+    // (A cluster run never needs the proxy: `refuse_on_cluster` saw to it.)
     let (proxy, inflight) = if config.via_proxy || nemesis.needs_proxy() || config.limiter.needs_proxy() {
         let inflight = Arc::new(InFlight::new());
         let hook = Arc::new(NemesisHook {
@@ -334,6 +341,7 @@ async fn start_limiter_client(
         proxy,
         inflight,
         url: client_url,
+        cluster: cluster.map(<[String]>::to_vec),
     })
 }
 
@@ -371,7 +379,7 @@ fn decide_keys(
 /// and the settings applied.
 async fn prepare_server(
     config: &RunConfig,
-    admin: &mut MultiplexedConnection,
+    admin: &mut Admin,
     url: &str,
     layout: &KeyLayout,
     recorder: &Recorder,
@@ -380,13 +388,13 @@ async fn prepare_server(
 ) -> Result<(bool, Vec<String>), SetupError> {
     let owned = config.backend.owns_servers();
     if !owned {
-        refuse_existing_keys(admin, url, layout).await?;
+        refuse_existing_keys(&mut admin.server, url, layout).await?;
         // From here on the run writes to a server it did not start: whatever happens next
         // (an error, Ctrl-C), `run` deletes the run's keys and restores the settings.
         state.leave_as_found = Some(url.to_owned());
     }
     let may_configure = owned || config.allow_reconfigure;
-    let events_on = may_configure || keyspace_events_enabled(admin).await.unwrap_or(false);
+    let events_on = may_configure || keyspace_events_enabled(&mut admin.server).await.unwrap_or(false);
     if !owned && may_configure {
         warn_server_wide(&config.scenario.server, recorder, clock);
     }
@@ -406,14 +414,26 @@ async fn prepare_server(
                 )
             })
         };
-        configure(
-            admin,
+        let settings = configure(
+            &mut admin.server,
             &config.scenario.server,
             true,
             &mut state.previous_settings,
             &save,
         )
-        .await?
+        .await?;
+        // A cluster's other nodes (only the harness's own) take the same settings.
+        for node in admin.cluster.iter().flatten().skip(1) {
+            configure(
+                &mut connect(node).await?,
+                &config.scenario.server,
+                true,
+                &mut Vec::new(),
+                &|_| Ok(()),
+            )
+            .await?;
+        }
+        settings
     } else {
         Vec::new()
     };
@@ -444,7 +464,7 @@ fn warn_server_wide(server: &crate::scenario::ServerConfig, recorder: &Recorder,
 #[allow(clippy::too_many_arguments)]
 async fn observe(
     config: &RunConfig,
-    url: &str,
+    admin: &Admin,
     layout: &KeyLayout,
     events_on: bool,
     recorder: &Recorder,
@@ -452,34 +472,29 @@ async fn observe(
     stop: &CancellationToken,
     expiry: &Arc<ExpiryWatch>,
 ) -> Result<(Background, Background, SampleNow), SetupError> {
-    let keyspace = if events_on {
+    let mut keyspace = Background(Vec::new());
+    // Each node notifies of its own keys: on a cluster, every primary is listened to.
+    for (url, _) in admin.nodes.iter().filter(|_| events_on) {
         let watch = Arc::clone(expiry);
         match subscribe_keyspace(url, layout.clone(), recorder.clone(), clock, stop.clone(), watch).await {
-            Ok(handle) => Background(Some(handle)),
+            Ok(handle) => keyspace.0.push(handle),
             Err(e) => {
-                let detail = format!("could not subscribe to keyspace notifications: {e}");
+                let detail = format!("could not subscribe to keyspace notifications on {url}: {e}");
                 note(recorder, clock, ProblemSource::Keyspace, &detail);
-                Background(None)
             }
         }
-    } else {
-        Background(None)
-    };
+    }
     let interval = Duration::from_millis(config.scenario.check.sample_interval_ms);
-    let (sampler, sample_now) = spawn_sampler(
-        connect(url).await?,
-        url.to_owned(),
-        layout.clone(),
-        interval,
-        recorder.clone(),
-        clock,
-        stop.clone(),
-    );
-    Ok((keyspace, Background(Some(sampler)), sample_now))
+    let mut nodes = Vec::new();
+    for (url, _) in &admin.nodes {
+        nodes.push((url.clone(), connect(url).await?));
+    }
+    let (sampler, sample_now) = spawn_sampler(nodes, layout.clone(), interval, recorder.clone(), clock, stop.clone());
+    Ok((keyspace, Background(vec![sampler]), sample_now))
 }
 
 /// The audit after the last request completed: nothing is in flight.
-async fn final_audit(admin: &mut MultiplexedConnection, layout: &KeyLayout, recorder: &Recorder, clock: RunClock) {
+async fn final_audit(admin: &mut [MultiplexedConnection], layout: &KeyLayout, recorder: &Recorder, clock: RunClock) {
     let t_start_us = clock.now_us();
     match sample_keys(admin, layout).await {
         Ok(keys) => recorder.record(Event::Sample {
@@ -527,10 +542,12 @@ async fn refuse_existing_keys(
     url: &str,
     layout: &KeyLayout,
 ) -> Result<(), SetupError> {
-    let existing = scan_layout(admin, layout).await.map_err(|e| SetupError::Connect {
-        url: url.to_owned(),
-        reason: format!("could not check for existing keys matching {}: {e}", layout.describe()),
-    })?;
+    let existing = scan_layout(std::slice::from_mut(admin), layout)
+        .await
+        .map_err(|e| SetupError::Connect {
+            url: url.to_owned(),
+            reason: format!("could not check for existing keys matching {}: {e}", layout.describe()),
+        })?;
     if existing.is_empty() {
         return Ok(());
     }
@@ -623,7 +640,7 @@ async fn drive(
         expiry,
     } = traffic;
     let scenario = &config.scenario;
-    let conns = driver_conns(scenario, &link.url).await?;
+    let conns = driver_conns(scenario, &link.url, link.cluster.as_deref()).await?;
     let progress = Progress::new(schedule.total_requests(), config.show_progress);
     let wire_hook: Arc<dyn GapHook> = if link.inflight.is_some() {
         Arc::new(NoFaults)
@@ -649,6 +666,7 @@ async fn drive(
         clock,
         conns,
         url: link.url.clone(),
+        cluster: link.cluster.clone(),
         progress: progress.clone(),
         sample_now,
         expiry,
@@ -667,10 +685,12 @@ async fn drive(
     Ok(())
 }
 
-/// The driver's connections: per limiter instance, as many as the widest burst (at least 4).
+/// The driver's connections: per limiter instance, as many as the widest burst (at least 4);
+/// on a cluster, cluster connections.
 async fn driver_conns(
     scenario: &crate::scenario::Scenario,
     url: &str,
+    cluster: Option<&[String]>,
 ) -> Result<Vec<Vec<std::sync::Mutex<Conn>>>, SetupError> {
     let pool = scenario
         .phases
@@ -683,23 +703,17 @@ async fn driver_conns(
         .unwrap_or(1)
         .max(4);
     let instances = scenario.limit.instances as usize;
-    let conns: Vec<MultiplexedConnection> =
-        futures::future::try_join_all((0..pool * instances).map(|_| connect_client(url))).await?;
+    let conns: Vec<Conn> =
+        futures::future::try_join_all((0..pool * instances).map(|_| connect_limiter(url, cluster))).await?;
     let mut conns = conns.into_iter();
     Ok((0..instances)
-        .map(|_| {
-            conns
-                .by_ref()
-                .take(pool)
-                .map(|c| std::sync::Mutex::new(c.into()))
-                .collect()
-        })
+        .map(|_| conns.by_ref().take(pool).map(std::sync::Mutex::new).collect())
         .collect())
 }
 
 /// The servers' `INFO` counters at the end (the report takes the difference to the start).
 async fn finish_stats(
-    admin: &mut MultiplexedConnection,
+    admin: &mut [MultiplexedConnection],
     cache: Option<&mut MultiplexedConnection>,
     recorder: &Recorder,
     clock: RunClock,
@@ -708,7 +722,7 @@ async fn finish_stats(
         recorder.record(end);
     }
     if let Some(conn) = cache
-        && let Ok(end) = read_stats(conn, ServerRole::Cache, clock.now_us()).await
+        && let Ok(end) = read_stats(std::slice::from_mut(conn), ServerRole::Cache, clock.now_us()).await
     {
         recorder.record(end);
     }

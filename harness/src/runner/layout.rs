@@ -3,6 +3,7 @@
 
 use redis::aio::MultiplexedConnection;
 
+use super::admin::Admin;
 use super::error::SetupRefused;
 use crate::backend::Conn;
 use crate::clock::RunClock;
@@ -37,12 +38,12 @@ pub fn resolve_layout(limit: &Limit, limiter: &dyn Limiter) -> (KeyLayout, Optio
 /// The limiter writes identity `identity`'s exhausted state, on a limiter's connection.
 async fn plant_exhausted(
     limiter: &dyn Limiter,
-    admin: &MultiplexedConnection,
+    admin: &Admin,
     identity: u32,
     key: &str,
     limit: &Limit,
 ) -> redis::RedisResult<Plant> {
-    let mut conn = Conn::from(admin.clone());
+    let mut conn = admin.keys.clone();
     limiter.plant_exhausted(&mut conn, identity, key, limit).await
 }
 
@@ -56,7 +57,7 @@ pub async fn plant(
     limit: &Limit,
     limiter: &dyn Limiter,
     layout: &KeyLayout,
-    admin: &mut MultiplexedConnection,
+    admin: &mut Admin,
     recorder: &Recorder,
     clock: RunClock,
 ) -> Result<(), SetupError> {
@@ -69,20 +70,12 @@ pub async fn plant(
         };
         let done = match setup {
             Setup::ExhaustedKey { .. } => plant_exhausted(limiter, admin, identity, &key, limit).await,
-            Setup::Commands { commands, .. } => send_commands(admin, commands, identity, &key).await,
+            Setup::Commands { commands, .. } => send_commands(&mut admin.keys, commands, identity, &key).await,
         };
         let done = match done {
             Ok(done) => done,
             Err(e) => {
-                // What a plant wrote before it failed is the run's: recorded, so that a run on
-                // a server the harness did not start deletes it too.
-                for key in scan_identity(admin, layout, identity).await.unwrap_or_default() {
-                    recorder.record(Event::Setup {
-                        t_us: clock.now_us(),
-                        key,
-                        detail: "written by a [[setup]] that then failed".into(),
-                    });
-                }
+                record_partial_plant(admin, layout, identity, recorder, clock).await;
                 return Err(failed(e));
             }
         };
@@ -104,7 +97,9 @@ pub async fn plant(
                 continue;
             }
         };
-        let keys = scan_identity(admin, layout, identity).await.map_err(failed)?;
+        let keys = scan_identity(&mut admin.node_conns(), layout, identity)
+            .await
+            .map_err(failed)?;
         if keys.is_empty() {
             unplanted(format!(
                 "the [[setup]] for identity {identity} ({detail}) left no key matching {}: describe the limiter's keys with `keys`",
@@ -120,6 +115,19 @@ pub async fn plant(
         }
     }
     Ok(())
+}
+
+/// What a plant wrote before it failed is the run's: recorded, so that a run on a server the
+/// harness did not start deletes it too.
+async fn record_partial_plant(admin: &Admin, layout: &KeyLayout, identity: u32, recorder: &Recorder, clock: RunClock) {
+    let written = scan_identity(&mut admin.node_conns(), layout, identity).await;
+    for key in written.unwrap_or_default() {
+        recorder.record(Event::Setup {
+            t_us: clock.now_us(),
+            key,
+            detail: "written by a [[setup]] that then failed".into(),
+        });
+    }
 }
 
 /// Commands no `[[setup]]` may send to a server the harness did not start, whatever keys
@@ -219,7 +227,7 @@ fn filled(command: &[String], identity: u32, key: &str) -> Vec<String> {
 
 /// `[[setup]] kind = "commands"`: each command with `{key}` and `{identity}` filled in.
 async fn send_commands(
-    admin: &mut MultiplexedConnection,
+    admin: &mut Conn,
     commands: &[Vec<String>],
     identity: u32,
     key: &str,

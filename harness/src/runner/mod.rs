@@ -2,6 +2,7 @@
 //! with the nemesis and the observer at work, then check the history and write the
 //! report. Servers are stopped on every way out: success, setup error, or a signal.
 
+mod admin;
 mod assemble;
 mod calendar;
 mod driver;
@@ -98,6 +99,7 @@ pub struct RunOutcome {
 pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     // Long: every way out (done, error, signal, deadline) goes through one clean-up, kept in one place.
     refuse_disruption(&config)?;
+    refuse_on_cluster(&config)?;
     // From here a signal stops the run instead of the process: servers, adapters and
     // settings are put back on the way out.
     let _guard = signals::guard();
@@ -125,6 +127,7 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
         config.backend.as_ref(),
         needs_cache_server(&config.scenario),
         &run_id,
+        config.scenario.server.topology,
         options,
     )
     .await?;
@@ -338,6 +341,33 @@ fn refuse_disruption(config: &RunConfig) -> Result<(), SetupError> {
             .collect::<Vec<_>>()
             .join("\n"),
     })
+}
+
+/// A cluster scenario runs on a cluster the harness starts, with a limiter that reaches it
+/// through a cluster client: refused before any server starts otherwise.
+fn refuse_on_cluster(config: &RunConfig) -> Result<(), SetupError> {
+    if !config.scenario.server.topology.is_cluster() {
+        return Ok(());
+    }
+    if !config.backend.owns_servers() {
+        return Err(SetupError::NotOnCluster {
+            what: format!(
+                "{} (a server the harness did not start)",
+                config.backend.reproduce_flags()
+            ),
+            help: "a cluster scenario runs on a cluster the harness starts: use --backend process or container".into(),
+        });
+    }
+    if config.via_proxy || config.limiter.needs_proxy() {
+        return Err(SetupError::NotOnCluster {
+            what: format!(
+                "limiter `{}` through the fault proxy (an exec adapter, or --via-proxy)",
+                config.limiter.name()
+            ),
+            help: "on a cluster the built-in and Lua limiters run, through the redis crate's cluster client".into(),
+        });
+    }
+    Ok(())
 }
 
 fn needs_cache_server(scenario: &Scenario) -> bool {

@@ -1,9 +1,10 @@
 //! Before traffic: start the run's servers (connecting to and configuring them is
 //! `backend`'s: [`crate::backend::connect`], [`crate::backend::configure`]).
 
-use crate::backend::{Backend, FailoverPair, ServerHandle, StartOptions};
+use crate::backend::{Backend, FailoverPair, ServerHandle, StartOptions, start_cluster};
 use crate::error::SetupError;
 use crate::history::ServerRole;
+use crate::scenario::Topology;
 
 /// The servers of one run; stopped by [`Servers::stop`] on every path out of a run.
 pub struct Servers {
@@ -16,16 +17,17 @@ impl Servers {
         backend: &dyn Backend,
         needs_cache: bool,
         run_id: &str,
+        topology: Topology,
         options: StartOptions,
     ) -> Result<Self, SetupError> {
         let (limiter, cache) = if needs_cache {
             let (limiter, cache) = tokio::join!(
-                start_limiter_server(backend, run_id, options),
+                start_limiter_server(backend, run_id, topology, options),
                 backend.start(ServerRole::Cache, run_id, StartOptions::default())
             );
             (limiter, Some(cache))
         } else {
-            (start_limiter_server(backend, run_id, options).await, None)
+            (start_limiter_server(backend, run_id, topology, options).await, None)
         };
         match (limiter, cache) {
             (Ok(limiter), None) => Ok(Self { limiter, cache: None }),
@@ -55,12 +57,17 @@ impl Servers {
 }
 
 /// Start the limiter's server; with [`StartOptions::replica`], a primary and its replica behind
-/// one endpoint ([`FailoverPair`]).
+/// one endpoint ([`FailoverPair`]); for a cluster topology, the whole [`crate::backend::Cluster`].
 async fn start_limiter_server(
     backend: &dyn Backend,
     run_id: &str,
+    topology: Topology,
     options: StartOptions,
 ) -> Result<Box<dyn ServerHandle>, SetupError> {
+    if let Topology::Cluster { primaries, replicas } = topology {
+        let cluster = start_cluster(backend, run_id, primaries, replicas, options).await?;
+        return Ok(Box::new(cluster));
+    }
     if !options.replica {
         return backend.start(ServerRole::Limiter, run_id, options).await;
     }

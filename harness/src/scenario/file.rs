@@ -44,6 +44,12 @@ pub struct ExpectFile {
 pub struct ServerFile {
     pub maxmemory: Option<Spanned<String>>,
     pub maxmemory_policy: Option<Spanned<String>>,
+    /// `single` (the default) or `cluster`.
+    pub topology: Option<Spanned<String>>,
+    /// A cluster's primaries (default 3).
+    pub primaries: Option<Spanned<i64>>,
+    /// A cluster's replicas per primary (default 0).
+    pub replicas: Option<Spanned<i64>>,
     /// Any other parameter `CONFIG SET` takes, by its Redis name.
     #[serde(default)]
     pub config: BTreeMap<Spanned<String>, Spanned<String>>,

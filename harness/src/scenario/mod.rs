@@ -19,7 +19,7 @@ pub use model::{
     Algorithm, CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect, FailoverConnections,
     Fault, FaultKind, GapFault, GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence,
     Phase, PhaseKind, Pick, Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup, Spacing,
-    WINDOW_MS_RANGE,
+    Topology, WINDOW_MS_RANGE,
 };
 pub use ttl::TtlMax;
 

@@ -388,10 +388,42 @@ impl Rescale {
     }
 }
 
-/// Server parameters applied with `CONFIG SET` before the run, by Redis name.
+/// Server parameters applied with `CONFIG SET` before the run, by Redis name, and the
+/// shape of the deployment the limiter runs on.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ServerConfig {
     pub settings: BTreeMap<String, String>,
+    /// One server (the default), or a Redis Cluster the harness starts. Written to a report
+    /// only when it is a cluster (a single server's reports stay as they were).
+    #[serde(skip_serializing_if = "Topology::is_single")]
+    pub topology: Topology,
+}
+
+/// The deployment the limiter's keys live on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Topology {
+    /// One server (with a replica behind the same endpoint for a failover fault).
+    #[default]
+    Single,
+    /// A Redis Cluster: `primaries` sharing the 16384 slots in equal ranges, each with
+    /// `replicas` replicas; the settings apply to every node.
+    Cluster { primaries: usize, replicas: usize },
+}
+
+impl Topology {
+    /// The most primaries a scenario may ask for (each is a server of its own on this machine).
+    pub const PRIMARIES_MAX: usize = 9;
+    /// The most replicas per primary.
+    pub const REPLICAS_MAX: usize = 2;
+
+    pub fn is_single(&self) -> bool {
+        *self == Self::Single
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Self::Cluster { .. })
+    }
 }
 
 /// The algorithm a limiter implements; the checkers pick their bounds from it.

@@ -12,7 +12,7 @@ use super::model::{
     CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect, FailoverConnections, Fault,
     FaultKind, GapFault, GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence, Phase,
     PhaseKind, Pick, REQUESTS_PER_RUN_MAX, Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup,
-    Spacing,
+    Spacing, Topology,
 };
 use crate::keys::{KeyLayout, LayoutSource};
 
@@ -111,6 +111,9 @@ pub(super) fn resolve(file: &ScenarioFile, src: &Source<'_>) -> Result<Scenario,
         .iter()
         .map(|f| resolve_fault(f, &limit, &phases, file.cache_server.is_some(), src))
         .collect::<Result<Vec<_>, _>>()?;
+    if server.topology.is_cluster() {
+        check_cluster_faults(file, &faults, src)?;
+    }
     let setup = file
         .setup
         .iter()
@@ -324,7 +327,75 @@ fn resolve_server(file: &ServerFile, table: &str, src: &Source<'_>) -> Result<Se
         }
         settings.insert(name, value.get_ref().clone());
     }
-    Ok(ServerConfig { settings })
+    let topology = resolve_topology(file, table, src)?;
+    Ok(ServerConfig { settings, topology })
+}
+
+/// `topology`, `primaries` and `replicas` of `[server]`: one server unless it says `cluster`.
+fn resolve_topology(file: &ServerFile, table: &str, src: &Source<'_>) -> Result<Topology, ScenarioError> {
+    let cluster = match &file.topology {
+        None => false,
+        Some(t) if t.get_ref() == "single" => false,
+        Some(t) if t.get_ref() == "cluster" => true,
+        Some(t) => {
+            return Err(src
+                .error(t, format!("unknown topology `{}`", t.get_ref()))
+                .with_help("one of: single, cluster"));
+        }
+    };
+    if cluster && table != "server" {
+        let t = file.topology.as_ref().expect("cluster was named");
+        return Err(src
+            .error(
+                t,
+                format!("[{table}] is one server: only the limiter's [server] can be a cluster"),
+            )
+            .with_help("remove `topology` here, or move it to [server]"));
+    }
+    if !cluster {
+        for (field, value) in [("primaries", &file.primaries), ("replicas", &file.replicas)] {
+            if let Some(v) = value {
+                return Err(src
+                    .error(v, format!("`{field}` is a cluster's: [{table}] is one server"))
+                    .with_help(format!(
+                        "add `topology = \"cluster\"` to [{table}], or remove `{field}`"
+                    )));
+            }
+        }
+        return Ok(Topology::Single);
+    }
+    let count = |value: &Option<Spanned<i64>>, what: &str, range: std::ops::RangeInclusive<u64>, default: usize| {
+        value
+            .as_ref()
+            .map_or(Ok(default), |v| src.in_range(v, what, range).map(|n| n as usize))
+    };
+    Ok(Topology::Cluster {
+        primaries: count(&file.primaries, "primaries", 1..=Topology::PRIMARIES_MAX as u64, 3)?,
+        replicas: count(&file.replicas, "replicas", 0..=Topology::REPLICAS_MAX as u64, 0)?,
+    })
+}
+
+/// The faults a cluster runs with so far: a limiter instance's clock, and memory pressure on a
+/// separate cache server. Any other is refused at its `kind`, saying which run.
+fn check_cluster_faults(file: &ScenarioFile, faults: &[Fault], src: &Source<'_>) -> Result<(), ScenarioError> {
+    for (fault, spanned) in faults.iter().zip(&file.faults) {
+        let runs = match fault {
+            Fault::ClockSkew(_) => true,
+            Fault::MemoryPressure(p) => p.target == CacheTarget::CacheServer,
+            _ => false,
+        };
+        if !runs {
+            return Err(src
+                .error(
+                    &spanned.get_ref().kind,
+                    format!("fault `{}` does not run on topology = \"cluster\" yet", fault.kind().name()),
+                )
+                .with_help(
+                    "on a cluster: clock-skew, and memory-pressure with target = \"cache-server\"; or drop `topology = \"cluster\"` to run it on one server",
+                ));
+        }
+    }
+    Ok(())
 }
 
 fn check_memory(mem: &Spanned<String>, src: &Source<'_>) -> Result<(), ScenarioError> {

@@ -1113,3 +1113,107 @@ fn clear_of_expiry_is_a_steady_phase_margin_off_by_default() {
     );
     assert!(parse_err(&big).message.contains("clear_of_expiry_ms"), "out of range");
 }
+
+// ---- topology ------------------------------------------------------------------------------
+
+/// MINIMAL without its faults, with `server` as its [server] table.
+fn on_server(server: &str) -> String {
+    let text = edit(
+        MINIMAL,
+        "[[fault]]\nkind = \"expire-between-round-trips\"\n\n[[fault]]\nkind = \"memory-pressure\"\nphase = \"burst-2\"\n\n",
+        "",
+    );
+    edit(&text, "[limit]", &format!("[server]\n{server}\n\n[limit]"))
+}
+
+#[test]
+fn a_cluster_topology_resolves_with_its_defaults_and_one_server_is_the_default() {
+    use super::Topology;
+    assert_eq!(parse_ok(MINIMAL).server.topology, Topology::Single);
+    assert_eq!(
+        parse_ok(&on_server("topology = \"single\"")).server.topology,
+        Topology::Single
+    );
+    assert_eq!(
+        parse_ok(&on_server("topology = \"cluster\"")).server.topology,
+        Topology::Cluster {
+            primaries: 3,
+            replicas: 0
+        }
+    );
+    let s = parse_ok(&on_server("topology = \"cluster\"\nprimaries = 5\nreplicas = 1"));
+    assert_eq!(
+        s.server.topology,
+        Topology::Cluster {
+            primaries: 5,
+            replicas: 1
+        }
+    );
+    let report = serde_json::to_value(&s.server).unwrap();
+    assert_eq!(report["topology"]["kind"], "cluster");
+    let single = serde_json::to_value(&parse_ok(MINIMAL).server).unwrap();
+    assert!(
+        single.get("topology").is_none(),
+        "one server's report stays as it was: {single}"
+    );
+}
+
+#[test]
+fn a_bad_topology_is_reported_where_it_is_written() {
+    let text = on_server("topology = \"sharded\"");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"sharded\""),
+        &["unknown topology `sharded`"],
+    );
+    assert_help_has(&err, "single, cluster");
+
+    let text = on_server("primaries = 3");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        value_of(&text, "primaries = 3"),
+        &["`primaries` is a cluster's"],
+    );
+    assert_help_has(&err, "topology = \"cluster\"");
+
+    let text = on_server("topology = \"cluster\"\nprimaries = 10");
+    let err = parse_err(&text);
+    assert_error_at(&err, &text, value_of(&text, "primaries = 10"), &["between 1 and 9"]);
+
+    let text = on_server("topology = \"cluster\"\nreplicas = 3");
+    let err = parse_err(&text);
+    assert_error_at(&err, &text, value_of(&text, "replicas = 3"), &["between 0 and 2"]);
+
+    let text = edit(
+        &on_server("maxmemory_policy = \"noeviction\""),
+        "[limit]",
+        "[cache_server]\ntopology = \"cluster\"\n\n[limit]",
+    );
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"cluster\""),
+        &["only the limiter's [server]"],
+    );
+}
+
+#[test]
+fn a_fault_that_does_not_run_on_a_cluster_yet_is_refused_at_its_kind() {
+    let text = edit(MINIMAL, "[limit]", "[server]\ntopology = \"cluster\"\n\n[limit]");
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"expire-between-round-trips\""),
+        &["fault `expire-between-round-trips` does not run on topology = \"cluster\" yet"],
+    );
+    assert_help_has(&err, "clock-skew");
+    let skewed =
+        on_server("topology = \"cluster\"") + "\n[[fault]]\nkind = \"clock-skew\"\ninstance = 0\noffset_ms = 100\n";
+    assert!(parse_ok(&skewed).server.topology.is_cluster());
+}

@@ -31,6 +31,7 @@ fn report_of(limit: &Limit, results: Vec<CheckResult>) -> Report {
             commands: "GET; INCR".into(),
         },
         server: ServerSummary {
+            topology: None,
             version: "redis 7.0.15".into(),
             backend: "process".into(),
             settings: Vec::new(),
