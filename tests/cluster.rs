@@ -370,3 +370,64 @@ async fn what_does_not_run_on_a_cluster_yet_is_refused_by_name() {
     );
     server.stop().await;
 }
+
+/// `cluster-resharding`: identity 0's slot moves to another primary mid-traffic. A limiter
+/// whose script call follows `ASK` and `MOVED` (the cluster client does, for one command)
+/// passes; the move is in the report with each primary's redirections, the key arrives on its
+/// new node with its TTL, and the `del` its old node notifies is no deletion.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reshard_moves_a_slot_mid_traffic_and_the_limiter_follows_it() {
+    use limiter_harness::history::Event;
+    let scenario = limiter_harness_tests::scenario("cluster-resharding");
+    let (report, dir) = limiter_harness_tests::run(scenario, "lua-fixed-window", Kind::Process)
+        .await
+        .expect("a process backend");
+    assert_eq!(
+        report.verdict,
+        limiter_harness::checker::Verdict::Valid,
+        "{:#?}",
+        report.invariants
+    );
+    let fault = &report.faults[0];
+    assert!(
+        fault.outcome.contains("1 key(s) moved with MIGRATE"),
+        "{}",
+        fault.outcome
+    );
+    let redirected = report.observed.cluster_replies.join("; ");
+    assert!(
+        redirected.contains("ASK") && redirected.contains("MOVED"),
+        "{redirected}"
+    );
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let moved = |what: &str| {
+        events
+            .iter()
+            .any(|e| matches!(e, Event::Keyspace { key, event, .. } if key == "rl:0" && event == what))
+    };
+    assert!(moved("restore") && moved("del"), "the move is notified by both nodes");
+    let samples_after: Vec<i64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Sample { t_start_us, keys, .. } if *t_start_us > report_fault_time(&events) => {
+                keys.iter().find(|k| k.key == "rl:0").map(|k| k.pttl_ms)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !samples_after.is_empty() && samples_after.iter().all(|&p| p > 0),
+        "{samples_after:?}"
+    );
+}
+
+/// When the run's (only) fault struck.
+fn report_fault_time(events: &[limiter_harness::history::Event]) -> u64 {
+    events
+        .iter()
+        .find_map(|e| match e {
+            limiter_harness::history::Event::Fault { t_us, .. } => Some(*t_us),
+            _ => None,
+        })
+        .expect("the reshard struck")
+}

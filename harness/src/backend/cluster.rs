@@ -293,7 +293,7 @@ fn replica_count(nodes: &str) -> usize {
         .count()
 }
 
-fn cluster_error(reason: &str) -> SetupError {
+pub(super) fn cluster_error(reason: &str) -> SetupError {
     SetupError::ServerStart {
         backend: "cluster".into(),
         reason: reason.to_owned(),

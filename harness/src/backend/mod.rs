@@ -12,6 +12,7 @@ mod image;
 mod pair;
 mod process;
 mod relay;
+mod reshard;
 mod settings;
 mod url;
 
@@ -29,6 +30,7 @@ pub use image::{ensure_image, image_name};
 pub use pair::{FailoverPair, wait_link_up};
 pub use process::ProcessBackend;
 pub use relay::socket_addr;
+pub use reshard::{SlotMove, move_slot};
 pub use settings::{
     HARNESS_CLIENT_NAME, KEYSPACE_FLAGS, RESPONSE_TIMEOUT, SaveSettings, configure, configure_after_restart, connect,
     connect_client, restore, unlink,

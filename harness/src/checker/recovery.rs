@@ -22,7 +22,7 @@ pub fn recovers_after_fault(input: &CheckInput<'_>) -> CheckResult {
     let Some((fault, over_us)) = last_server_fault(h) else {
         return CheckResult::unknown(
             Invariant::RecoversAfterFault,
-            "no server fault struck (server-restart, server-pause, script-flush, client-kill, failover): nothing to judge",
+            "no server fault struck (server-restart, server-pause, script-flush, client-kill, failover, reshard): nothing to judge",
         );
     };
     let mut per_instance: BTreeMap<u32, Vec<&Request>> = BTreeMap::new();
@@ -38,7 +38,11 @@ pub fn recovers_after_fault(input: &CheckInput<'_>) -> CheckResult {
         judged += 1;
         let tail = &requests[requests.len() - TAIL..];
         if tail.iter().all(|r| !decided(r)) {
-            anomalies.push(never_recovered(*instance, requests, tail, fault, over_us));
+            anomalies.push(never_recovered(*instance, None, requests, tail, fault, over_us));
+        } else {
+            // The instance decides again, but a fault may have broken some keys only (a
+            // reshard moves one slot): each identity it was sent must recover too.
+            anomalies.extend(identities_never_recovered(*instance, requests, fault, over_us));
         }
     }
     let otherwise = if judged == 0 {
@@ -86,7 +90,8 @@ fn is_server_fault(kind: FaultKind) -> bool {
         | FaultKind::ServerPause
         | FaultKind::ScriptFlush
         | FaultKind::ClientKill
-        | FaultKind::Failover => true,
+        | FaultKind::Failover
+        | FaultKind::Reshard => true,
         FaultKind::ExpireBetweenRoundTrips
         | FaultKind::StallBetweenRoundTrips
         | FaultKind::ClientDiesBetweenRoundTrips
@@ -103,13 +108,50 @@ fn decided(r: &Request) -> bool {
     matches!(r.outcome, Some(Outcome::Allowed | Outcome::Rejected))
 }
 
-fn never_recovered(instance: u32, after: &[&Request], tail: &[&Request], fault: &FaultRecord, over_us: u64) -> Anomaly {
+/// The identities of a recovered instance whose own last [`TAIL`] requests all failed.
+fn identities_never_recovered(instance: u32, requests: &[&Request], fault: &FaultRecord, over_us: u64) -> Vec<Anomaly> {
+    let mut per_identity: BTreeMap<u32, Vec<&Request>> = BTreeMap::new();
+    for r in requests {
+        per_identity.entry(r.identity).or_default().push(r);
+    }
+    per_identity
+        .iter()
+        .filter(|(_, sent)| sent.len() >= TAIL && sent[sent.len() - TAIL..].iter().all(|r| !decided(r)))
+        .map(|(identity, sent)| {
+            never_recovered(
+                instance,
+                Some(*identity),
+                sent,
+                &sent[sent.len() - TAIL..],
+                fault,
+                over_us,
+            )
+        })
+        .collect()
+}
+
+/// `identity`: an identity of an instance that recovered otherwise; `None`: the whole instance.
+fn never_recovered(
+    instance: u32,
+    identity: Option<u32>,
+    after: &[&Request],
+    tail: &[&Request],
+    fault: &FaultRecord,
+    over_us: u64,
+) -> Anomaly {
     let failed = after.iter().filter(|r| !decided(r)).count();
     let first = tail[0];
     let error = tail.iter().find_map(|r| r.error.as_deref()).unwrap_or("no answer");
+    let (key, whose) = match identity {
+        None => (format!("instance {instance}"), format!("limiter instance {instance}")),
+        Some(id) => (
+            format!("instance {instance} identity {id}"),
+            format!("identity {id} on limiter instance {instance} (which decided other identities' requests)"),
+        ),
+    };
     Anomaly {
         kind: "never-recovered".into(),
-        key: format!("instance {instance}"),
+        key,
         requests: tail.iter().map(|r| r.id).collect(),
         seen: vec![
             format!(
@@ -120,7 +162,7 @@ fn never_recovered(instance: u32, after: &[&Request], tail: &[&Request], fault: 
                 ms(over_us)
             ),
             format!(
-                "instance {instance} was sent {} request(s) after it; {failed} ended without a decision, the last {TAIL} among them (from request #{} at {}): {error}",
+                "{whose} was sent {} request(s) after it; {failed} ended without a decision, the last {TAIL} among them (from request #{} at {}): {error}",
                 after.len(),
                 first.id,
                 ms(first.invoke_us)
@@ -128,7 +170,7 @@ fn never_recovered(instance: u32, after: &[&Request], tail: &[&Request], fault: 
         ],
         t_us: first.invoke_us,
         because: format!(
-            "limiter instance {instance} still decided nothing {} after the {} was over: it never recovered",
+            "{whose} still decided nothing {} after the {} was over: it never recovered",
             ms(tail[TAIL - 1].invoke_us.saturating_sub(over_us)),
             fault.kind
         ),

@@ -436,6 +436,25 @@ fn no_counter_reset_a_drop_with_a_del_is_a_reset_by_del() {
     assert_eq!(anomaly.seen, vec!["count 3 (request #3) -> 1 (request #4)".to_owned()]);
 }
 
+/// A key `MIGRATE`d between a cluster's nodes is notified `restore` (where it arrives) and `del`
+/// (where it left): a move, not an end. A count that goes on after it is no reset; one that
+/// drops after it is a reset the `del` does not explain.
+#[test]
+fn no_counter_reset_a_migration_is_not_a_del() {
+    let moved = three_requests()
+        .keyspace(500, "rl:0", "restore")
+        .keyspace(500, "rl:0", "del")
+        .allowed(4, 0, 510, 512, 4)
+        .check_one(NoCounterReset);
+    assert_verdict(&moved, Verdict::Valid);
+    let lost = three_requests()
+        .keyspace(500, "rl:0", "del")
+        .keyspace(501, "rl:0", "restore")
+        .allowed(4, 0, 600, 602, 1)
+        .check_one(NoCounterReset);
+    assert_eq!(sole_anomaly(&lost).kind, "reset-unexplained");
+}
+
 #[test]
 fn no_counter_reset_a_drop_without_any_notification_is_unexplained() {
     let result = three_requests()
@@ -1822,6 +1841,27 @@ fn recovers_after_fault_flags_an_instance_whose_last_requests_all_fail_after_the
         recovered = recovered.allowed(id, 0, 200 + id * 10, 201 + id * 10, 2);
     }
     assert_verdict(&recovered.check_one(RecoversAfterFault), Verdict::Valid);
+}
+
+/// A fault may break some keys only (a reshard moves one slot): an identity whose requests all
+/// fail after it never recovered, though its instance decides the others'.
+#[test]
+fn recovers_after_fault_flags_an_identity_that_never_recovers_on_an_instance_that_did() {
+    use crate::scenario::Invariant::RecoversAfterFault;
+    let mut history = HistoryBuilder::new()
+        .allowed(1, 0, 0, 1, 1)
+        .fault(100, FaultKind::Reshard, None, None);
+    for n in 0..6 {
+        let t_ms = 200 + n * 20;
+        history = history
+            .request(10 + n, 0, t_ms, t_ms + 1, Outcome::Error, None, &["EXEC"])
+            .allowed(20 + n, 1, t_ms + 10, t_ms + 11, 1);
+    }
+    let result = history.check_one(RecoversAfterFault);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.key, "instance 0 identity 0");
+    assert_eq!(anomaly.requests, vec![11, 12, 13, 14, 15]);
+    assert!(anomaly.because.contains("identity 0"), "{}", anomaly.because);
 }
 
 #[test]

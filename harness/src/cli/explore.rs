@@ -22,13 +22,16 @@ fn fault_kinds(names: &[String]) -> Result<Vec<FaultKind>, SetupError> {
         names => names
             .iter()
             .map(|n| {
-                FaultKind::parse(n.trim()).ok_or_else(|| {
-                    let known: Vec<_> = FaultKind::ALL.iter().map(|k| k.name()).collect();
-                    SetupError::Usage(format!(
-                        "--faults: unknown fault kind `{n}`; one of: {}, or `none`",
-                        known.join(", ")
-                    ))
-                })
+                FaultKind::ALL
+                    .into_iter()
+                    .find(|k| k.name() == n.trim())
+                    .ok_or_else(|| {
+                        let known: Vec<_> = FaultKind::ALL.iter().map(|k| k.name()).collect();
+                        SetupError::Usage(format!(
+                            "--faults: unknown fault kind `{n}`; one of: {}, or `none`",
+                            known.join(", ")
+                        ))
+                    })
             })
             .collect(),
     }

@@ -56,10 +56,10 @@ pub fn strata(vocabulary: &Vocabulary) -> Vec<BoxedStrategy<Candidate>> {
         return out;
     };
     for kind in &vocabulary.kinds {
-        let faults = (
-            kind_strategy(*kind, vocabulary),
-            prop::collection::vec(any.clone(), 0..=1),
-        )
+        let Some(first) = kind_strategy(*kind, vocabulary) else {
+            continue;
+        };
+        let faults = (first, prop::collection::vec(any.clone(), 0..=1))
             .prop_map(|(first, more)| std::iter::once(first).chain(more).collect())
             .boxed();
         out.push(candidates_with(faults));
@@ -128,15 +128,22 @@ fn target_strategy() -> BoxedStrategy<Target> {
 /// One strategy per fault kind of the vocabulary; a new `FaultKind` does not compile until
 /// it has one.
 fn fault_strategy(vocabulary: &Vocabulary) -> Option<BoxedStrategy<FaultSpec>> {
-    let arms: Vec<BoxedStrategy<FaultSpec>> = vocabulary.kinds.iter().map(|k| kind_strategy(*k, vocabulary)).collect();
+    let arms: Vec<BoxedStrategy<FaultSpec>> = vocabulary
+        .kinds
+        .iter()
+        .filter_map(|k| kind_strategy(*k, vocabulary))
+        .collect();
     (!arms.is_empty()).then(|| Union::new(arms).boxed())
 }
 
-fn kind_strategy(kind: FaultKind, vocabulary: &Vocabulary) -> BoxedStrategy<FaultSpec> {
+/// How to draw a fault of `kind`; `None` for a kind exploration does not draw (a cluster's:
+/// exploration runs on one server).
+fn kind_strategy(kind: FaultKind, vocabulary: &Vocabulary) -> Option<BoxedStrategy<FaultSpec>> {
     // Long: one arm per fault kind, exhaustive on purpose (a new kind must be given one).
     let t = target_strategy;
     let moment = || (0usize..4, (0u64..=10).prop_map(|n| n * 100));
-    match kind {
+    Some(match kind {
+        FaultKind::Reshard => return None,
         FaultKind::ExpireBetweenRoundTrips => t().prop_map(FaultSpec::ExpireBetween).boxed(),
         FaultKind::StallBetweenRoundTrips => (t(), (1u64..=30).prop_map(|n| n * 50))
             .prop_map(|(target, stall_ms)| FaultSpec::StallBetween { target, stall_ms })
@@ -211,5 +218,5 @@ fn kind_strategy(kind: FaultKind, vocabulary: &Vocabulary) -> BoxedStrategy<Faul
                 drift_ms_per_s,
             })
             .boxed(),
-    }
+    })
 }

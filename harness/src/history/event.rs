@@ -161,6 +161,14 @@ pub enum Event {
         #[serde(default)]
         t_back_us: u64,
     },
+    /// A cluster primary's redirections and cluster errors, from its `INFO errorstats` at the
+    /// run's end (a fresh node starts at none): `MOVED`, `ASK`, `TRYAGAIN`, `CROSSSLOT`,
+    /// `CLUSTERDOWN` replies it sent, by kind.
+    ClusterReplies {
+        t_us: u64,
+        node: String,
+        replies: std::collections::BTreeMap<String, u64>,
+    },
     /// What the harness process itself used, at the run's end.
     Resources {
         t_us: u64,

@@ -7,6 +7,10 @@ use std::collections::{BTreeMap, HashMap};
 use super::{Event, KeySample, Outcome, PhaseEdge, ProblemSource};
 use crate::keys::{KeyLayout, Sighting};
 
+/// How close a `del` and a `restore` of one key are to be one migration (the two nodes notify
+/// within a millisecond of each other on loopback; a loaded machine may deliver them later).
+const MIGRATION_PAIR_US: u64 = 50_000;
+
 /// How many keys outside the layout the index keeps, to name them in hints.
 const FOREIGN_KEYS_MAX: usize = 256;
 
@@ -254,6 +258,7 @@ impl HistoryIndex {
             }
         }
         index.add_unanswered(layout);
+        index.pair_migrations();
         index.samples.sort_by_key(|s| s.t_start_us);
         if !foreign.is_empty() {
             index.forget_keys(&foreign);
@@ -403,6 +408,7 @@ impl HistoryIndex {
             | Event::Server { .. }
             | Event::Stats { .. }
             | Event::Foreign { .. }
+            | Event::ClusterReplies { .. }
             | Event::Resources { .. } => {}
         }
     }
@@ -642,6 +648,25 @@ impl HistoryIndex {
     }
 
     /// Keyspace events on `key` with `from_us <= t <= to_us`.
+    /// A key `MIGRATE`d to another node of a cluster is notified twice: `restore` by the node
+    /// it arrives on and `del` by the one it left, at once (the two nodes' notifications come
+    /// in either order). That `del` is a move, not an end of the key: it becomes `migrated`,
+    /// which no checker takes for an expiry, an eviction or a deletion.
+    fn pair_migrations(&mut self) {
+        for events in self.keyspace.values_mut() {
+            events.sort_by_key(|(t_us, _)| *t_us);
+            let restores: Vec<u64> = events.iter().filter(|(_, e)| e == "restore").map(|(t, _)| *t).collect();
+            if restores.is_empty() {
+                continue;
+            }
+            for (t_us, event) in events.iter_mut().filter(|(_, e)| e == "del") {
+                if restores.iter().any(|r| r.abs_diff(*t_us) <= MIGRATION_PAIR_US) {
+                    *event = "migrated".into();
+                }
+            }
+        }
+    }
+
     pub fn keyspace_between<'a>(
         &'a self,
         key: &str,

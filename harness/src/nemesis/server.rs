@@ -9,10 +9,11 @@ use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{BackendError, HARNESS_CLIENT_NAME, configure_after_restart, connect};
-use crate::backend::{ServerHandle, socket_addr};
+use crate::backend::{ServerHandle, key_slot, move_slot, socket_addr};
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, ProblemSource, Recorder};
+use crate::keys::KeyLayout;
 use redis::aio::MultiplexedConnection;
 
 use crate::scenario::{FailoverConnections, Fault, Persistence, Scenario, ServerAction, ServerConfig, ServerFault};
@@ -26,11 +27,14 @@ pub struct ServerNemesis<'a> {
     events_on: bool,
     recorder: Recorder,
     clock: RunClock,
+    /// Each identity's first key, by the run's layout (a reshard moves its slot).
+    keys: Vec<String>,
 }
 
 impl<'a> ServerNemesis<'a> {
     pub fn new(
         scenario: &Scenario,
+        layout: &KeyLayout,
         server: &'a dyn ServerHandle,
         events_on: bool,
         recorder: Recorder,
@@ -45,6 +49,15 @@ impl<'a> ServerNemesis<'a> {
                 _ => None,
             })
             .collect();
+        let keys = (0..scenario.limit.identities)
+            .map(|identity| {
+                layout
+                    .templates
+                    .iter()
+                    .find_map(|t| t.key_for(identity))
+                    .unwrap_or_else(|| scenario.limit.key(identity))
+            })
+            .collect();
         Self {
             faults,
             server,
@@ -52,6 +65,7 @@ impl<'a> ServerNemesis<'a> {
             events_on,
             recorder,
             clock,
+            keys,
         }
     }
 
@@ -90,6 +104,7 @@ impl<'a> ServerNemesis<'a> {
                 lose_writes_ms,
                 connections,
             } => self.failover(lose_writes_ms, connections, &mut outage).await,
+            ServerAction::Reshard { identity, migrating_ms } => self.reshard(identity, migrating_ms).await,
         };
         match struck {
             Ok(effect) => {
@@ -156,6 +171,17 @@ impl<'a> ServerNemesis<'a> {
         *outage = Some((frozen_us, told_us, self.clock.now_us()));
         thawed?;
         Ok(format!("paused the server (SIGSTOP / docker pause) for {pause_ms} ms"))
+    }
+
+    /// Move the slot of `identity`'s key to the next primary, its keys with it.
+    async fn reshard(&self, identity: u32, migrating_ms: u64) -> Result<String, FaultError> {
+        let cluster = self.server.as_cluster().ok_or(FaultError::NotACluster)?;
+        let key = self.keys.get(identity as usize).ok_or(FaultError::NotACluster)?;
+        let moved = move_slot(cluster, key_slot(key.as_bytes()), Duration::from_millis(migrating_ms)).await?;
+        Ok(format!(
+            "moved slot {} (identity {identity}'s key `{key}`) from the primary at {} to the one at {}: {} key(s) moved with MIGRATE, TTLs kept; the slot migrated for {migrating_ms} ms (ASK), then belonged to its new primary (MOVED)",
+            moved.slot, moved.from, moved.to, moved.keys_moved
+        ))
     }
 
     async fn script_flush(&self) -> Result<String, FaultError> {
@@ -352,6 +378,9 @@ pub enum FaultError {
     /// The replica had not caught up with the write-paused primary in time.
     #[error("the replica had not caught up within {timeout_s} s")]
     NotCaughtUp { timeout_s: u64 },
+    /// A reshard on a server that is not a cluster.
+    #[error("a reshard needs a cluster (topology = \"cluster\")")]
+    NotACluster,
 }
 
 impl From<SetupError> for FaultError {
@@ -367,7 +396,8 @@ fn outage_keeps_keys(action: ServerAction) -> bool {
         ServerAction::Pause { .. }
         | ServerAction::ScriptFlush
         | ServerAction::ClientKill
-        | ServerAction::Failover { .. } => true,
+        | ServerAction::Failover { .. }
+        | ServerAction::Reshard { .. } => true,
     }
 }
 

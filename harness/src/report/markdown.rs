@@ -209,6 +209,13 @@ fn observed(out: &mut String, r: &Report) {
     if let Some(evicted) = o.cache_server_evicted_keys {
         let _ = writeln!(out, "- cache server: {evicted} key(s) evicted");
     }
+    if !o.cluster_replies.is_empty() {
+        let _ = writeln!(
+            out,
+            "- cluster redirections and errors each primary replied (INFO errorstats): {}",
+            o.cluster_replies.join("; ")
+        );
+    }
     let _ = writeln!(out, "- wall time: {} ms; servers: {}", o.wall_ms, o.servers.join(", "));
     if let Some(peak) = o.resident_peak_bytes {
         let _ = writeln!(

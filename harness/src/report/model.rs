@@ -130,6 +130,10 @@ pub struct Observed {
     /// process's so far, so in a matrix or `ci` the largest of the runs before it too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resident_peak_bytes: Option<u64>,
+    /// On a cluster: per primary, the redirections and cluster errors it replied (e.g.
+    /// "127.0.0.1:7000: ASK 12, MOVED 3").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cluster_replies: Vec<String>,
     /// How the limiter's traffic reached the server, when through the fault proxy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<String>,

@@ -181,6 +181,9 @@ fn server_spec(fault: &ServerFault) -> String {
         ServerAction::Pause { pause_ms } => format!("server-pause for {pause_ms} ms"),
         ServerAction::ScriptFlush => "script-flush".to_owned(),
         ServerAction::ClientKill => "client-kill of the limiter's connections".to_owned(),
+        ServerAction::Reshard { identity, migrating_ms } => {
+            format!("reshard: identity {identity}'s slot to the next primary, migrating for {migrating_ms} ms")
+        }
         ServerAction::Failover {
             lose_writes_ms,
             connections,
@@ -326,6 +329,19 @@ fn observed(facts: &RunFacts, limiter: &LimiterFacts, index: &HistoryIndex, inva
         cache_writes_failed: failed,
         servers: facts.servers.values().map(|s| s.at.clone()).collect(),
         resident_peak_bytes: facts.resident_peak_bytes,
+        cluster_replies: facts
+            .cluster_replies
+            .iter()
+            .map(|(node, replies)| {
+                let counts: Vec<String> = replies.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+                let counts = if counts.is_empty() {
+                    "none".to_owned()
+                } else {
+                    counts.join(", ")
+                };
+                format!("{node}: {counts}")
+            })
+            .collect(),
         proxy: limiter.proxy.clone(),
         wire: wire_traces(index, invariants),
     }

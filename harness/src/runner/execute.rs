@@ -160,7 +160,14 @@ pub async fn execute(
     let traffic = Traffic {
         schedule,
         nemesis,
-        server_nemesis: ServerNemesis::new(scenario, servers.limiter.as_ref(), events_on, recorder.clone(), clock),
+        server_nemesis: ServerNemesis::new(
+            scenario,
+            &layout,
+            servers.limiter.as_ref(),
+            events_on,
+            recorder.clone(),
+            clock,
+        ),
         layout: &layout,
         floods: &floods,
         sample_now,
@@ -183,6 +190,9 @@ pub async fn execute(
     }
 
     final_audit(&mut admin.node_conns(), &layout, recorder, clock).await;
+    if admin.cluster.is_some() {
+        record_cluster_replies(&admin, recorder, clock).await;
+    }
     tokio::time::sleep(TRAILING_EVENTS).await;
     stop.cancel();
     sampler.finish().await;
@@ -511,6 +521,39 @@ async fn final_audit(admin: &mut [MultiplexedConnection], layout: &KeyLayout, re
             true,
         ),
     }
+}
+
+/// Each primary's redirections and cluster errors (`INFO errorstats`), for the report.
+async fn record_cluster_replies(admin: &Admin, recorder: &Recorder, clock: RunClock) {
+    for (url, conn) in &admin.nodes {
+        let info: redis::RedisResult<String> = redis::cmd("INFO")
+            .arg("errorstats")
+            .query_async(&mut conn.clone())
+            .await;
+        let Ok(info) = info else { continue };
+        recorder.record(Event::ClusterReplies {
+            t_us: clock.now_us(),
+            node: url.trim_start_matches("redis://").to_owned(),
+            replies: cluster_replies(&info),
+        });
+    }
+}
+
+/// The cluster's own replies in an `INFO errorstats` section (`errorstat_ASK:count=12`).
+fn cluster_replies(info: &str) -> BTreeMap<String, u64> {
+    const KINDS: [&str; 5] = ["MOVED", "ASK", "TRYAGAIN", "CROSSSLOT", "CLUSTERDOWN"];
+    info.lines()
+        .filter_map(|line| {
+            let (kind, rest) = line.strip_prefix("errorstat_")?.split_once(':')?;
+            let count = rest
+                .split(',')
+                .find_map(|f| f.strip_prefix("count="))?
+                .trim()
+                .parse()
+                .ok()?;
+            KINDS.contains(&kind).then(|| (kind.to_owned(), count))
+        })
+        .collect()
 }
 
 /// The start of the note a run records when its limiter needs a newer server than it got

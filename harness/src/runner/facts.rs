@@ -30,6 +30,8 @@ pub struct RunFacts {
     pub wall_ms: u64,
     /// The harness's peak resident memory at the run's end (histories before it: none).
     pub resident_peak_bytes: Option<u64>,
+    /// On a cluster: each primary's redirections and cluster errors, by kind.
+    pub cluster_replies: Vec<(String, BTreeMap<String, u64>)>,
 }
 
 /// A server's `INFO` counters at one moment: (evicted_keys, expired_keys).
@@ -106,6 +108,7 @@ impl RunFacts {
             Event::Resources {
                 resident_peak_bytes, ..
             } => self.resident_peak_bytes = Some(*resident_peak_bytes),
+            Event::ClusterReplies { node, replies, .. } => self.cluster_replies.push((node.clone(), replies.clone())),
             Event::Stats {
                 server,
                 evicted_keys,
@@ -147,7 +150,7 @@ impl RunFacts {
 fn event_time(event: &Event) -> Option<u64> {
     match event {
         // Written after the servers stopped: not part of how long the run lasted.
-        Event::Run { .. } | Event::Resources { .. } => None,
+        Event::Run { .. } | Event::Resources { .. } | Event::ClusterReplies { .. } => None,
         Event::Sample { t_end_us, .. } | Event::Outage { t_end_us, .. } => Some(*t_end_us),
         Event::Invoke { t_us, .. }
         | Event::Complete { t_us, .. }

@@ -107,6 +107,8 @@ pub struct FaultFile {
     pub pause_ms: Option<Spanned<i64>>,
     /// `server-restart`: `none` (every key lost) or `aof` (kept, fsync on every write).
     pub persistence: Option<Spanned<String>>,
+    /// `reshard`: how long the slot stays migrating, its keys already moved (clients get `ASK`).
+    pub migrating_ms: Option<Spanned<i64>>,
     /// `failover`: how long replication is held back before the replica is promoted.
     pub lose_writes_ms: Option<Spanned<i64>>,
     /// `failover`: `stay` (open connections stay with the demoted node) or `move` (closed).

@@ -367,6 +367,9 @@ impl Rescale {
                     ServerAction::Failover { lose_writes_ms, .. } => {
                         *lose_writes_ms = self.ms(*lose_writes_ms, &format!("fault {i}'s lose_writes_ms"), 60_000);
                     }
+                    ServerAction::Reshard { migrating_ms, .. } => {
+                        *migrating_ms = self.ms(*migrating_ms, &format!("fault {i}'s migrating_ms"), 60_000);
+                    }
                     ServerAction::Restart { .. } | ServerAction::ScriptFlush | ServerAction::ClientKill => {}
                 }
             }
@@ -655,9 +658,11 @@ pub enum FaultKind {
     ClientKill,
     ClockSkew,
     Failover,
+    Reshard,
 }
 
 impl FaultKind {
+    /// Every kind that runs on one server (what `explore` draws from).
     pub const ALL: [FaultKind; 14] = [
         Self::ExpireBetweenRoundTrips,
         Self::StallBetweenRoundTrips,
@@ -675,9 +680,15 @@ impl FaultKind {
         Self::Failover,
     ];
 
+    /// The kinds that run on a Redis Cluster only.
+    pub const ON_A_CLUSTER: [FaultKind; 1] = [Self::Reshard];
+
     /// The kind a scenario file names.
     pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == name)
+        Self::ALL
+            .into_iter()
+            .chain(Self::ON_A_CLUSTER)
+            .find(|k| k.name() == name)
     }
 
     pub fn name(self) -> &'static str {
@@ -696,6 +707,7 @@ impl FaultKind {
             Self::ClientKill => "client-kill",
             Self::ClockSkew => "clock-skew",
             Self::Failover => "failover",
+            Self::Reshard => "reshard",
         }
     }
 }
@@ -850,6 +862,12 @@ pub enum ServerAction {
         lose_writes_ms: u64,
         connections: FailoverConnections,
     },
+    /// On a cluster: move the hash slot of `identity`'s key to the next primary while traffic
+    /// runs, as `redis-cli --cluster reshard` does — `SETSLOT IMPORTING`/`MIGRATING`, the
+    /// slot's keys moved with `MIGRATE` (TTLs included), the slot held in that state for
+    /// `migrating_ms` (clients get `ASK`, multi-key commands `TRYAGAIN`), then `SETSLOT NODE`
+    /// on every primary (clients get `MOVED`).
+    Reshard { identity: u32, migrating_ms: u64 },
 }
 
 /// What a failover does to the connections open at that moment.
@@ -881,6 +899,7 @@ impl ServerAction {
             Self::ScriptFlush => FaultKind::ScriptFlush,
             Self::ClientKill => FaultKind::ClientKill,
             Self::Failover { .. } => FaultKind::Failover,
+            Self::Reshard { .. } => FaultKind::Reshard,
         }
     }
 }

@@ -113,6 +113,17 @@ pub(super) fn resolve(file: &ScenarioFile, src: &Source<'_>) -> Result<Scenario,
         .collect::<Result<Vec<_>, _>>()?;
     if server.topology.is_cluster() {
         check_cluster_faults(file, &faults, src)?;
+    } else if let Some((_, spanned)) = faults
+        .iter()
+        .zip(&file.faults)
+        .find(|(f, _)| f.kind() == FaultKind::Reshard)
+    {
+        return Err(src
+            .error(
+                &spanned.get_ref().kind,
+                "a reshard fault moves a slot between a cluster's primaries",
+            )
+            .with_help("add `topology = \"cluster\"` to [server]"));
     }
     let setup = file
         .setup
@@ -381,6 +392,7 @@ fn check_cluster_faults(file: &ScenarioFile, faults: &[Fault], src: &Source<'_>)
     for (fault, spanned) in faults.iter().zip(&file.faults) {
         let runs = match fault {
             Fault::ClockSkew(_) => true,
+            Fault::Server(s) => s.action.kind() == FaultKind::Reshard,
             Fault::MemoryPressure(p) => p.target == CacheTarget::CacheServer,
             _ => false,
         };
@@ -391,7 +403,7 @@ fn check_cluster_faults(file: &ScenarioFile, faults: &[Fault], src: &Source<'_>)
                     format!("fault `{}` does not run on topology = \"cluster\" yet", fault.kind().name()),
                 )
                 .with_help(
-                    "on a cluster: clock-skew, and memory-pressure with target = \"cache-server\"; or drop `topology = \"cluster\"` to run it on one server",
+                    "on a cluster: reshard, clock-skew, and memory-pressure with target = \"cache-server\"; or drop `topology = \"cluster\"` to run it on one server",
                 ));
         }
     }
@@ -615,6 +627,19 @@ const STALL_TAKES: &str = "identity, request, before_command, times, stall_ms";
 const PRESSURE_TAKES: &str = "phase, value_bytes, ttl_s, writes_per_request, target";
 const COMMAND_TAKES: &str = "identity, request, command, times (delay-reply: delay_ms; inject-error: error)";
 
+/// The fault's `kind`, one the harness knows.
+fn fault_kind(f: &FaultFile, src: &Source<'_>) -> Result<FaultKind, ScenarioError> {
+    FaultKind::parse(f.kind.get_ref()).ok_or_else(|| {
+        let known: Vec<&str> = FaultKind::ALL
+            .iter()
+            .chain(&FaultKind::ON_A_CLUSTER)
+            .map(|k| k.name())
+            .collect();
+        src.error(&f.kind, format!("unknown fault kind `{}`", f.kind.get_ref()))
+            .with_help(format!("one of: {}", known.join(", ")))
+    })
+}
+
 fn resolve_fault(
     fault: &Spanned<FaultFile>,
     limit: &Limit,
@@ -623,12 +648,7 @@ fn resolve_fault(
     src: &Source<'_>,
 ) -> Result<Fault, ScenarioError> {
     let f = fault.get_ref();
-    let Some(kind) = FaultKind::parse(f.kind.get_ref()) else {
-        let known: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
-        return Err(src
-            .error(&f.kind, format!("unknown fault kind `{}`", f.kind.get_ref()))
-            .with_help(format!("one of: {}", known.join(", "))));
-    };
+    let kind = fault_kind(f, src)?;
     match kind {
         FaultKind::ExpireBetweenRoundTrips => {
             src.not_for(&f.stall_ms, "stall_ms", "expire-between-round-trips fault", GAP_TAKES)?;
@@ -680,7 +700,8 @@ fn resolve_fault(
         | FaultKind::ServerPause
         | FaultKind::ScriptFlush
         | FaultKind::ClientKill
-        | FaultKind::Failover => resolve_server_fault(f, kind, phases, src).map(Fault::Server),
+        | FaultKind::Failover
+        | FaultKind::Reshard => resolve_server_fault(f, kind, limit, phases, src).map(Fault::Server),
         FaultKind::ClockSkew => resolve_clock_skew(f, limit, src).map(Fault::ClockSkew),
     }
 }
@@ -741,18 +762,21 @@ fn resolve_clock_skew(f: &FaultFile, limit: &Limit, src: &Source<'_>) -> Result<
     })
 }
 
-const SERVER_TAKES: &str =
-    "phase, after_ms (server-restart: persistence; server-pause: pause_ms; failover: lose_writes_ms, connections)";
+const SERVER_TAKES: &str = "phase, after_ms (server-restart: persistence; server-pause: pause_ms; failover: lose_writes_ms, connections; reshard: identity, migrating_ms)";
 
 /// A fault of the server itself: the phase it strikes in and when, from the phase's start.
 fn resolve_server_fault(
     f: &FaultFile,
     kind: FaultKind,
+    limit: &Limit,
     phases: &[Phase],
     src: &Source<'_>,
 ) -> Result<ServerFault, ScenarioError> {
     let what = format!("{kind} fault");
-    src.not_for(&f.identity, "identity", &what, SERVER_TAKES)?;
+    if kind != FaultKind::Reshard {
+        src.not_for(&f.identity, "identity", &what, SERVER_TAKES)?;
+        src.not_for(&f.migrating_ms, "migrating_ms", &what, SERVER_TAKES)?;
+    }
     src.not_for(&f.request, "request", &what, SERVER_TAKES)?;
     src.not_for(&f.before_command, "before_command", &what, SERVER_TAKES)?;
     src.not_for(&f.times, "times", &what, SERVER_TAKES)?;
@@ -792,7 +816,7 @@ fn resolve_server_fault(
         Some(v) => src.in_range(v, "after_ms", 0..=3_600_000)?,
         None => 0,
     };
-    let action = server_action(f, kind, src)?;
+    let action = server_action(f, kind, limit, src)?;
     Ok(ServerFault {
         phase: phase.get_ref().clone(),
         after_ms,
@@ -801,7 +825,12 @@ fn resolve_server_fault(
 }
 
 /// What a server fault does: the fields each kind takes.
-fn server_action(f: &FaultFile, kind: FaultKind, src: &Source<'_>) -> Result<ServerAction, ScenarioError> {
+fn server_action(
+    f: &FaultFile,
+    kind: FaultKind,
+    limit: &Limit,
+    src: &Source<'_>,
+) -> Result<ServerAction, ScenarioError> {
     Ok(match kind {
         FaultKind::ServerRestart => ServerAction::Restart {
             persistence: match f.persistence.as_ref() {
@@ -828,6 +857,16 @@ fn server_action(f: &FaultFile, kind: FaultKind, src: &Source<'_>) -> Result<Ser
             }
         }
         FaultKind::ScriptFlush => ServerAction::ScriptFlush,
+        FaultKind::Reshard => ServerAction::Reshard {
+            identity: match &f.identity {
+                Some(id) => identity_in(id, limit, src)?,
+                None => 0,
+            },
+            migrating_ms: match &f.migrating_ms {
+                Some(v) => src.in_range(v, "migrating_ms", 0..=60_000)?,
+                None => 200,
+            },
+        },
         FaultKind::Failover => ServerAction::Failover {
             lose_writes_ms: match &f.lose_writes_ms {
                 Some(v) => src.in_range(v, "lose_writes_ms", 0..=60_000)?,
@@ -848,6 +887,17 @@ fn server_action(f: &FaultFile, kind: FaultKind, src: &Source<'_>) -> Result<Ser
         },
         _ => ServerAction::ClientKill,
     })
+}
+
+/// A fault's `identity`, one of the scenario's.
+fn identity_in(id: &Spanned<i64>, limit: &Limit, src: &Source<'_>) -> Result<u32, ScenarioError> {
+    u32::try_from(*id.get_ref())
+        .ok()
+        .filter(|id| *id < limit.identities)
+        .ok_or_else(|| {
+            src.error(id, format!("identity {} does not exist", id.get_ref()))
+                .with_help(format!("identities are numbered 0 to {}", limit.identities - 1))
+        })
 }
 
 /// The fields only faults on a command's reply take.
@@ -927,6 +977,7 @@ fn resolve_command_fault(
         pause_ms: None,
         persistence: None,
         lose_writes_ms: None,
+        migrating_ms: None,
         connections: None,
         instance: None,
         offset_ms: None,
@@ -978,15 +1029,7 @@ fn resolve_gap(
     src: &Source<'_>,
 ) -> Result<GapFault, ScenarioError> {
     let identity = match &f.identity {
-        Some(id) => Some(
-            u32::try_from(*id.get_ref())
-                .ok()
-                .filter(|id| *id < limit.identities)
-                .ok_or_else(|| {
-                    src.error(id, format!("identity {} does not exist", id.get_ref()))
-                        .with_help(format!("identities are numbered 0 to {}", limit.identities - 1))
-                })?,
-        ),
+        Some(id) => Some(identity_in(id, limit, src)?),
         None => None,
     };
     let request = match &f.request {

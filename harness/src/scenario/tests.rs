@@ -1217,3 +1217,38 @@ fn a_fault_that_does_not_run_on_a_cluster_yet_is_refused_at_its_kind() {
         on_server("topology = \"cluster\"") + "\n[[fault]]\nkind = \"clock-skew\"\ninstance = 0\noffset_ms = 100\n";
     assert!(parse_ok(&skewed).server.topology.is_cluster());
 }
+
+#[test]
+fn a_reshard_resolves_on_a_cluster_with_its_defaults_and_is_refused_on_one_server() {
+    use super::{ServerAction, Topology};
+    let fault = "\n[[fault]]\nkind = \"reshard\"\nphase = \"steady-1\"\nafter_ms = 50\n";
+    let s = parse_ok(&(on_server("topology = \"cluster\"\nprimaries = 2") + fault));
+    assert_eq!(
+        s.server.topology,
+        Topology::Cluster {
+            primaries: 2,
+            replicas: 0
+        }
+    );
+    let reshard = s.faults[0].server().expect("a server fault");
+    assert_eq!(
+        reshard.action,
+        ServerAction::Reshard {
+            identity: 0,
+            migrating_ms: 200
+        }
+    );
+    let text = on_server("maxmemory_policy = \"noeviction\"") + fault;
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"reshard\""),
+        &["moves a slot between a cluster's primaries"],
+    );
+    assert_help_has(&err, "topology = \"cluster\"");
+    let text =
+        on_server("topology = \"cluster\"") + fault.replace("reshard", "script-flush").as_str() + "migrating_ms = 5\n";
+    let err = parse_err(&text);
+    assert!(err.message.contains("`migrating_ms` does not apply"), "{err}");
+}
