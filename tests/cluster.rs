@@ -275,19 +275,9 @@ async fn owner_of(cluster: &Cluster, key: &str) -> (usize, i64) {
 async fn a_cluster_scenario_is_observed_on_every_primary() {
     use limiter_harness::backend::{key_slot, primary_of_slot};
     use limiter_harness::history::Event;
-    let scenario = limiter_harness_tests::scenario("cluster-steady");
-    let (report, dir) = limiter_harness_tests::run(scenario, "lua-fixed-window", Kind::Process)
-        .await
-        .expect("a process backend");
-    assert_eq!(
-        report.verdict,
-        limiter_harness::checker::Verdict::Valid,
-        "{:#?}",
-        report.invariants
-    );
+    let (report, events) = valid_run("cluster-steady").await;
     let topology = report.server.topology.as_deref().unwrap_or_default();
     assert!(topology.contains("3 primaries"), "{topology:?}");
-    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
     let (mut sampled, mut expired) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
     for event in &events {
         match event {
@@ -378,16 +368,7 @@ async fn what_does_not_run_on_a_cluster_yet_is_refused_by_name() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reshard_moves_a_slot_mid_traffic_and_the_limiter_follows_it() {
     use limiter_harness::history::Event;
-    let scenario = limiter_harness_tests::scenario("cluster-resharding");
-    let (report, dir) = limiter_harness_tests::run(scenario, "lua-fixed-window", Kind::Process)
-        .await
-        .expect("a process backend");
-    assert_eq!(
-        report.verdict,
-        limiter_harness::checker::Verdict::Valid,
-        "{:#?}",
-        report.invariants
-    );
+    let (report, events) = valid_run("cluster-resharding").await;
     let fault = &report.faults[0];
     assert!(
         fault.outcome.contains("1 key(s) moved with MIGRATE"),
@@ -399,7 +380,6 @@ async fn a_reshard_moves_a_slot_mid_traffic_and_the_limiter_follows_it() {
         redirected.contains("ASK") && redirected.contains("MOVED"),
         "{redirected}"
     );
-    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
     let moved = |what: &str| {
         events
             .iter()
@@ -419,6 +399,23 @@ async fn a_reshard_moves_a_slot_mid_traffic_and_the_limiter_follows_it() {
         !samples_after.is_empty() && samples_after.iter().all(|&p| p > 0),
         "{samples_after:?}"
     );
+}
+
+/// The shipped cluster scenario `name` with `lua-fixed-window` in processes: valid; its
+/// report and history.
+async fn valid_run(name: &str) -> (limiter_harness::report::Report, Vec<limiter_harness::history::Event>) {
+    let scenario = limiter_harness_tests::scenario(name);
+    let (report, dir) = limiter_harness_tests::run(scenario, "lua-fixed-window", Kind::Process)
+        .await
+        .expect("a process backend");
+    assert_eq!(
+        report.verdict,
+        limiter_harness::checker::Verdict::Valid,
+        "{name}: {:#?}",
+        report.invariants
+    );
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    (report, events)
 }
 
 /// When the run's (only) fault struck.

@@ -221,7 +221,7 @@ async fn form(cluster: &Cluster, replicas: usize) -> Result<(), SetupError> {
 }
 
 /// Send one command; an error names it.
-async fn run<T: redis::FromRedisValue>(
+pub(super) async fn run<T: redis::FromRedisValue>(
     conn: &mut MultiplexedConnection,
     cmd: &redis::Cmd,
     what: &str,

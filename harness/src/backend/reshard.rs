@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
-use super::cluster::{Cluster, cluster_error};
+use super::cluster::{Cluster, cluster_error, run as query};
 use super::connect;
 use super::relay::socket_addr;
 use crate::error::SetupError;
@@ -122,16 +122,6 @@ async fn setslot(conn: &mut MultiplexedConnection, slot: u16, state: &str, node:
     let mut cmd = redis::cmd("CLUSTER");
     cmd.arg("SETSLOT").arg(slot).arg(state).arg(node);
     query(conn, &cmd, &format!("CLUSTER SETSLOT {slot} {state}")).await
-}
-
-async fn query<T: redis::FromRedisValue>(
-    conn: &mut MultiplexedConnection,
-    cmd: &redis::Cmd,
-    what: &str,
-) -> Result<T, SetupError> {
-    cmd.query_async(conn)
-        .await
-        .map_err(|e| cluster_error(&format!("{what}: {e}")))
 }
 
 /// The id of the primary a `CLUSTER NODES` reply says serves `slot` (its ranges follow the
