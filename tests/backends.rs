@@ -560,7 +560,9 @@ async fn a_sample_reads_every_layout_key_once_and_nothing_else() {
     )
     .unwrap();
 
-    let samples = sample_keys(std::slice::from_mut(&mut conn), &layout).await.unwrap();
+    let samples = sample_keys(std::slice::from_mut(&mut conn), &layout, false)
+        .await
+        .unwrap();
 
     let mut expected: Vec<String> = (0..4000).map(|i| format!("rl:{i}")).collect();
     expected.push("rl:7:log".to_owned());

@@ -369,35 +369,40 @@ async fn what_does_not_run_on_a_cluster_yet_is_refused_by_name() {
 async fn a_reshard_moves_a_slot_mid_traffic_and_the_limiter_follows_it() {
     use limiter_harness::history::Event;
     let (report, events) = valid_run("cluster-resharding").await;
-    let fault = &report.faults[0];
-    assert!(
-        fault.outcome.contains("1 key(s) moved with MIGRATE"),
-        "{}",
-        fault.outcome
-    );
+    // Identity 0's requests follow ASK, then MOVED: none ends in an error.
+    assert_eq!(report.observed.counts.errors, 0, "{:?}", report.observed.counts);
     let redirected = report.observed.cluster_replies.join("; ");
     assert!(
         redirected.contains("ASK") && redirected.contains("MOVED"),
         "{redirected}"
     );
-    let moved = |what: &str| {
-        events
-            .iter()
-            .any(|e| matches!(e, Event::Keyspace { key, event, .. } if key == "rl:0" && event == what))
-    };
-    assert!(moved("restore") && moved("del"), "the move is notified by both nodes");
-    let samples_after: Vec<i64> = events
+    // The key is moved (unless it had just expired: then the limiter writes it anew on the
+    // importing primary, after ASK); either way the samples see it while the slot migrates.
+    if !report.faults[0].outcome.contains(": 0 key(s) moved") {
+        let notified = |what: &str| {
+            events
+                .iter()
+                .any(|e| matches!(e, Event::Keyspace { key, event, .. } if key == "rl:0" && event == what))
+        };
+        assert!(
+            notified("restore") && notified("del"),
+            "the move is notified by both nodes"
+        );
+    }
+    let struck_us = report_fault_time(&events);
+    let migrating = struck_us + 20_000..struck_us + 280_000;
+    let seen: Vec<Option<i64>> = events
         .iter()
         .filter_map(|e| match e {
-            Event::Sample { t_start_us, keys, .. } if *t_start_us > report_fault_time(&events) => {
-                keys.iter().find(|k| k.key == "rl:0").map(|k| k.pttl_ms)
+            Event::Sample { t_start_us, keys, .. } if migrating.contains(t_start_us) => {
+                Some(keys.iter().find(|k| k.key == "rl:0").map(|k| k.pttl_ms))
             }
             _ => None,
         })
         .collect();
     assert!(
-        !samples_after.is_empty() && samples_after.iter().all(|&p| p > 0),
-        "{samples_after:?}"
+        seen.iter().flatten().any(|&pttl| pttl > 0),
+        "rl:0 while its slot migrated: {seen:?}"
     );
 }
 

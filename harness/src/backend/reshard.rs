@@ -112,9 +112,11 @@ async fn migrate_all(
             .arg(MIGRATE_TIMEOUT_MS)
             .arg("KEYS")
             .arg(&keys);
-        // "NOKEY" when every key went meanwhile (expired): nothing to move, and no error.
-        let _: redis::Value = query(source, &migrate, "MIGRATE").await?;
-        moved += keys.len();
+        // "NOKEY" when every key went meanwhile (expired): nothing moved, and no error.
+        let reply: redis::Value = query(source, &migrate, "MIGRATE").await?;
+        if !matches!(&reply, redis::Value::SimpleString(s) if s == "NOKEY") {
+            moved += keys.len();
+        }
     }
 }
 

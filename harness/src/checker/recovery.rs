@@ -1,11 +1,13 @@
 //! `recovers-after-fault`: once the server faults are over (a restart, a pause, a script
-//! flush, killed connections, a failover), the limiter decides requests again.
+//! flush, killed connections, a failover, a reshard), the limiter decides requests again.
 //!
 //! Judged per limiter instance on the requests it was sent after the last server fault was
 //! over: when it was sent at least [`TAIL`] of them and the last [`TAIL`] all ended as
 //! errors or unanswered, it never recovered — a script it does not reload (`NOSCRIPT`), a
 //! connection left on a demoted node (`READONLY`), a connection it never reopens. A few
-//! errors right after the fault, then decisions again, are a recovery.
+//! errors right after the fault, then decisions again, are a recovery. An instance that
+//! recovered is judged per identity too: a fault may break some keys only (a reshard moves
+//! one slot), and an identity whose own last [`TAIL`] requests all failed never recovered.
 
 use std::collections::BTreeMap;
 
@@ -63,7 +65,7 @@ pub fn recovers_after_fault(input: &CheckInput<'_>) -> CheckResult {
         )
     };
     CheckResult::from_anomalies(Invariant::RecoversAfterFault, anomalies, otherwise).with_rule(format!(
-        "after the last server fault is over, no limiter instance's last {TAIL} requests all end as errors or unanswered"
+        "after the last server fault is over, no limiter instance's last {TAIL} requests, and no identity's last {TAIL} on an instance that recovered, all end as errors or unanswered"
     ))
 }
 
@@ -142,12 +144,21 @@ fn never_recovered(
     let failed = after.iter().filter(|r| !decided(r)).count();
     let first = tail[0];
     let error = tail.iter().find_map(|r| r.error.as_deref()).unwrap_or("no answer");
-    let (key, whose) = match identity {
-        None => (format!("instance {instance}"), format!("limiter instance {instance}")),
-        Some(id) => (
-            format!("instance {instance} identity {id}"),
-            format!("identity {id} on limiter instance {instance} (which decided other identities' requests)"),
+    // (key, who was sent, who decided nothing): an instance's words as they always were.
+    let (key, sent, whose) = match identity {
+        None => (
+            format!("instance {instance}"),
+            format!("instance {instance}"),
+            format!("limiter instance {instance}"),
         ),
+        Some(id) => {
+            let who = format!("identity {id} on limiter instance {instance}");
+            (
+                format!("instance {instance} identity {id}"),
+                who.clone(),
+                format!("{who} (which decided other identities' requests)"),
+            )
+        }
     };
     Anomaly {
         kind: "never-recovered".into(),
@@ -162,7 +173,7 @@ fn never_recovered(
                 ms(over_us)
             ),
             format!(
-                "{whose} was sent {} request(s) after it; {failed} ended without a decision, the last {TAIL} among them (from request #{} at {}): {error}",
+                "{sent} was sent {} request(s) after it; {failed} ended without a decision, the last {TAIL} among them (from request #{} at {}): {error}",
                 after.len(),
                 first.id,
                 ms(first.invoke_us)

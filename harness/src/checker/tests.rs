@@ -441,18 +441,31 @@ fn no_counter_reset_a_drop_with_a_del_is_a_reset_by_del() {
 /// drops after it is a reset the `del` does not explain.
 #[test]
 fn no_counter_reset_a_migration_is_not_a_del() {
-    let moved = three_requests()
+    let resharded = || three_requests().fault(400, FaultKind::Reshard, None, None);
+    let moved = resharded()
         .keyspace(500, "rl:0", "restore")
         .keyspace(500, "rl:0", "del")
         .allowed(4, 0, 510, 512, 4)
         .check_one(NoCounterReset);
     assert_verdict(&moved, Verdict::Valid);
-    let lost = three_requests()
+    let lost = resharded()
         .keyspace(500, "rl:0", "del")
         .keyspace(501, "rl:0", "restore")
         .allowed(4, 0, 600, 602, 1)
         .check_one(NoCounterReset);
     assert_eq!(sole_anomaly(&lost).kind, "reset-unexplained");
+    // A `del` far from any restore, or in a run without a reshard, is a deletion.
+    for history in [
+        resharded()
+            .keyspace(500, "rl:0", "del")
+            .keyspace(560, "rl:0", "restore"),
+        three_requests()
+            .keyspace(500, "rl:0", "del")
+            .keyspace(500, "rl:0", "restore"),
+    ] {
+        let result = history.allowed(4, 0, 600, 602, 1).check_one(NoCounterReset);
+        assert_eq!(sole_anomaly(&result).kind, "reset-by-del");
+    }
 }
 
 #[test]

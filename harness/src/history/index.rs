@@ -9,7 +9,7 @@ use crate::keys::{KeyLayout, Sighting};
 
 /// How close a `del` and a `restore` of one key are to be one migration (the two nodes notify
 /// within a millisecond of each other on loopback; a loaded machine may deliver them later).
-const MIGRATION_PAIR_US: u64 = 50_000;
+pub const MIGRATION_PAIR_US: u64 = 50_000;
 
 /// How many keys outside the layout the index keeps, to name them in hints.
 const FOREIGN_KEYS_MAX: usize = 256;
@@ -642,24 +642,28 @@ impl HistoryIndex {
         self.requests_on(key).filter_map(|r| r.complete_us).min()
     }
 
-    /// The first fatal problem, if the run lost what it needed to judge.
-    pub fn fatal_problem(&self) -> Option<&Problem> {
-        self.problems.iter().find(|p| p.fatal)
-    }
-
-    /// Keyspace events on `key` with `from_us <= t <= to_us`.
     /// A key `MIGRATE`d to another node of a cluster is notified twice: `restore` by the node
     /// it arrives on and `del` by the one it left, at once (the two nodes' notifications come
-    /// in either order). That `del` is a move, not an end of the key: it becomes `migrated`,
-    /// which no checker takes for an expiry, an eviction or a deletion.
+    /// in either order). Such a `del`, after a reshard struck, is a move, not an end of the
+    /// key: it becomes `migrated`, which no checker takes for an expiry, an eviction or a
+    /// deletion. (A run without a reshard keeps every `del`.)
     fn pair_migrations(&mut self) {
+        let Some(resharded_us) = self
+            .faults
+            .iter()
+            .filter(|f| f.kind == FaultKind::Reshard)
+            .map(|f| f.t_us)
+            .min()
+        else {
+            return;
+        };
         for events in self.keyspace.values_mut() {
             events.sort_by_key(|(t_us, _)| *t_us);
             let restores: Vec<u64> = events.iter().filter(|(_, e)| e == "restore").map(|(t, _)| *t).collect();
             if restores.is_empty() {
                 continue;
             }
-            for (t_us, event) in events.iter_mut().filter(|(_, e)| e == "del") {
+            for (t_us, event) in events.iter_mut().filter(|(t, e)| e == "del" && *t >= resharded_us) {
                 if restores.iter().any(|r| r.abs_diff(*t_us) <= MIGRATION_PAIR_US) {
                     *event = "migrated".into();
                 }
@@ -667,6 +671,12 @@ impl HistoryIndex {
         }
     }
 
+    /// The first fatal problem, if the run lost what it needed to judge.
+    pub fn fatal_problem(&self) -> Option<&Problem> {
+        self.problems.iter().find(|p| p.fatal)
+    }
+
+    /// Keyspace events on `key` with `from_us <= t <= to_us`.
     pub fn keyspace_between<'a>(
         &'a self,
         key: &str,

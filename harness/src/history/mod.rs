@@ -7,5 +7,7 @@ mod index;
 mod recorder;
 
 pub use event::{Event, KeySample, LimiterFacts, Outcome, PhaseEdge, ProblemSource, ServerRole};
-pub use index::{FaultRecord, HistoryIndex, Outage, PhaseSpan, Problem, Request, Sample, WireRecord};
+pub use index::{
+    FaultRecord, HistoryIndex, MIGRATION_PAIR_US, Outage, PhaseSpan, Problem, Request, Sample, WireRecord,
+};
 pub use recorder::{HistoryError, Recorder, RecorderHandle, append_history, read_history};

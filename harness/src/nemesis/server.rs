@@ -27,8 +27,9 @@ pub struct ServerNemesis<'a> {
     events_on: bool,
     recorder: Recorder,
     clock: RunClock,
-    /// Each identity's first key, by the run's layout (a reshard moves its slot).
-    keys: Vec<String>,
+    /// Each identity's first key the run's layout names in full (a reshard moves its slot);
+    /// `None` when every template has a wildcard part.
+    keys: Vec<Option<String>>,
 }
 
 impl<'a> ServerNemesis<'a> {
@@ -50,13 +51,7 @@ impl<'a> ServerNemesis<'a> {
             })
             .collect();
         let keys = (0..scenario.limit.identities)
-            .map(|identity| {
-                layout
-                    .templates
-                    .iter()
-                    .find_map(|t| t.key_for(identity))
-                    .unwrap_or_else(|| scenario.limit.key(identity))
-            })
+            .map(|identity| layout.templates.iter().find_map(|t| t.key_for(identity)))
             .collect();
         Self {
             faults,
@@ -176,7 +171,12 @@ impl<'a> ServerNemesis<'a> {
     /// Move the slot of `identity`'s key to the next primary, its keys with it.
     async fn reshard(&self, identity: u32, migrating_ms: u64) -> Result<String, FaultError> {
         let cluster = self.server.as_cluster().ok_or(FaultError::NotACluster)?;
-        let key = self.keys.get(identity as usize).ok_or(FaultError::NotACluster)?;
+        let key = self
+            .keys
+            .get(identity as usize)
+            .cloned()
+            .flatten()
+            .ok_or(FaultError::NoKeyToMove { identity })?;
         let moved = move_slot(cluster, key_slot(key.as_bytes()), Duration::from_millis(migrating_ms)).await?;
         Ok(format!(
             "moved slot {} (identity {identity}'s key `{key}`) from the primary at {} to the one at {}: {} key(s) moved with MIGRATE, TTLs kept; the slot migrated for {migrating_ms} ms (ASK), then belonged to its new primary (MOVED)",
@@ -378,6 +378,11 @@ pub enum FaultError {
     /// The replica had not caught up with the write-paused primary in time.
     #[error("the replica had not caught up within {timeout_s} s")]
     NotCaughtUp { timeout_s: u64 },
+    /// A reshard of an identity whose key the layout does not name in full.
+    #[error(
+        "identity {identity}'s keys are named with a wildcard part in the layout: which slot to move is unknown (describe them with `keys` templates without `*`)"
+    )]
+    NoKeyToMove { identity: u32 },
     /// A reshard on a server that is not a cluster.
     #[error("a reshard needs a cluster (topology = \"cluster\")")]
     NotACluster,

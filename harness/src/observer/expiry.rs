@@ -35,6 +35,9 @@ pub struct ExpiryWatch {
     clock: RunClock,
     /// identity → key → when it is due to expire (µs on the run's clock).
     due: Mutex<HashMap<u32, HashMap<String, u64>>>,
+    /// When each key last arrived by `restore` (a cluster's migration: the node it left
+    /// notifies `del` at about the same time, and that `del` is no end of the key).
+    restored_us: Mutex<HashMap<String, u64>>,
     /// The harness's own connection to the limiter's server, to ask for PTTLs; `None`: the
     /// estimates decide.
     server: Mutex<Option<Asking>>,
@@ -76,6 +79,7 @@ impl ExpiryWatch {
             window_us: window_ms * 1000,
             clock,
             due: Mutex::new(HashMap::new()),
+            restored_us: Mutex::new(HashMap::new()),
             server: Mutex::new(None),
         }
     }
@@ -143,11 +147,26 @@ impl ExpiryWatch {
     fn seen_at(&self, identity: u32, key: &str, event: &str, t_us: u64) {
         let mut due = self.due.lock().expect("expiry watch lock");
         match event {
-            "expire" => {
+            // A key restored (moved in, its TTL with it) is due again: the estimate until
+            // the server is asked.
+            "expire" | "restore" => {
                 due.entry(identity)
                     .or_default()
                     .insert(key.to_owned(), t_us + self.window_us);
+                if event == "restore" {
+                    self.restored_us
+                        .lock()
+                        .expect("expiry watch lock")
+                        .insert(key.to_owned(), t_us);
+                }
             }
+            "del"
+                if self
+                    .restored_us
+                    .lock()
+                    .expect("expiry watch lock")
+                    .get(key)
+                    .is_some_and(|r| r.abs_diff(t_us) <= crate::history::MIGRATION_PAIR_US) => {}
             "expired" | "evicted" | "del" => {
                 if let Some(keys) = due.get_mut(&identity) {
                     keys.remove(key);

@@ -96,8 +96,14 @@ impl<'a> Scan<'a> {
 /// time (a token bucket a request or two below full lives window / max) is read while it
 /// still exists; reading only after the whole scan missed such keys on a large keyspace.
 /// PTTL does not touch the LRU clock; GET does, like any read of the application would.
-/// On a cluster, each primary in turn: a key lives on one.
-pub async fn sample_keys(nodes: &mut [MultiplexedConnection], layout: &KeyLayout) -> RedisResult<Vec<KeySample>> {
+/// On a cluster (`cluster`), each primary in turn: a key lives on one; each read is preceded
+/// by `ASKING`, so that a key a reshard has just moved is read on the primary importing it
+/// (which answers `MOVED` otherwise, until the slot is its own).
+pub async fn sample_keys(
+    nodes: &mut [MultiplexedConnection],
+    layout: &KeyLayout,
+    cluster: bool,
+) -> RedisResult<Vec<KeySample>> {
     let mut samples = Vec::new();
     // A key two globs match is read once.
     let mut listed: HashSet<String> = HashSet::new();
@@ -109,7 +115,7 @@ pub async fn sample_keys(nodes: &mut [MultiplexedConnection], layout: &KeyLayout
                     .into_iter()
                     .filter(|k| layout.identity_of(k.as_bytes()).is_some() && listed.insert(k.clone()))
                     .collect();
-                read_keys(conn, &keys, &mut samples).await?;
+                read_keys(conn, &keys, cluster, &mut samples).await?;
             }
         }
     }
@@ -117,13 +123,26 @@ pub async fn sample_keys(nodes: &mut [MultiplexedConnection], layout: &KeyLayout
     Ok(samples)
 }
 
-/// PTTL and GET of `keys`, pipelined 500 keys at a time; a key gone meanwhile is left out.
-async fn read_keys(conn: &mut MultiplexedConnection, keys: &[String], samples: &mut Vec<KeySample>) -> RedisResult<()> {
+/// PTTL and GET of `keys`, pipelined 500 keys at a time (each after `ASKING` when `asking`);
+/// a key gone meanwhile is left out.
+async fn read_keys(
+    conn: &mut MultiplexedConnection,
+    keys: &[String],
+    asking: bool,
+    samples: &mut Vec<KeySample>,
+) -> RedisResult<()> {
     for chunk in keys.chunks(500) {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for key in chunk {
-            pipe.cmd("PTTL").arg(key).cmd("GET").arg(key);
+            if asking {
+                pipe.cmd("ASKING").ignore();
+            }
+            pipe.cmd("PTTL").arg(key);
+            if asking {
+                pipe.cmd("ASKING").ignore();
+            }
+            pipe.cmd("GET").arg(key);
         }
         let replies: Vec<RedisResult<Value>> = pipe.query_async(conn).await?;
         for (key, pair) in chunk.iter().zip(replies.chunks(2)) {
@@ -169,6 +188,7 @@ impl SampleNow {
 /// `nodes`: each server holding the limiter's keys, its URL and the harness's connection to it.
 pub fn spawn_sampler(
     nodes: Vec<(String, MultiplexedConnection)>,
+    cluster: bool,
     layout: KeyLayout,
     interval: Duration,
     recorder: Recorder,
@@ -189,7 +209,7 @@ pub fn spawn_sampler(
                 Some(()) = asked.recv() => {}
             }
             let t_start_us = clock.now_us();
-            match sample_keys(&mut conns, &layout).await {
+            match sample_keys(&mut conns, &layout, cluster).await {
                 Ok(keys) => {
                     taken += 1;
                     failing = false;

@@ -212,7 +212,7 @@ fn observed(out: &mut String, r: &Report) {
     if !o.cluster_replies.is_empty() {
         let _ = writeln!(
             out,
-            "- cluster redirections and errors each primary replied (INFO errorstats): {}",
+            "- cluster redirections and errors each primary replied, to every client, the harness's own reads included (INFO errorstats): {}",
             o.cluster_replies.join("; ")
         );
     }

@@ -189,7 +189,7 @@ pub async fn execute(
         admin.reconnect(servers.limiter.as_ref()).await?;
     }
 
-    final_audit(&mut admin.node_conns(), &layout, recorder, clock).await;
+    final_audit(&admin, &layout, recorder, clock).await;
     if admin.cluster.is_some() {
         record_cluster_replies(&admin, recorder, clock).await;
     }
@@ -499,14 +499,23 @@ async fn observe(
     for (url, _) in &admin.nodes {
         nodes.push((url.clone(), connect(url).await?));
     }
-    let (sampler, sample_now) = spawn_sampler(nodes, layout.clone(), interval, recorder.clone(), clock, stop.clone());
+    let cluster = admin.cluster.is_some();
+    let (sampler, sample_now) = spawn_sampler(
+        nodes,
+        cluster,
+        layout.clone(),
+        interval,
+        recorder.clone(),
+        clock,
+        stop.clone(),
+    );
     Ok((keyspace, Background(vec![sampler]), sample_now))
 }
 
 /// The audit after the last request completed: nothing is in flight.
-async fn final_audit(admin: &mut [MultiplexedConnection], layout: &KeyLayout, recorder: &Recorder, clock: RunClock) {
+async fn final_audit(admin: &Admin, layout: &KeyLayout, recorder: &Recorder, clock: RunClock) {
     let t_start_us = clock.now_us();
-    match sample_keys(admin, layout).await {
+    match sample_keys(&mut admin.node_conns(), layout, admin.cluster.is_some()).await {
         Ok(keys) => recorder.record(Event::Sample {
             t_start_us,
             t_end_us: clock.now_us(),

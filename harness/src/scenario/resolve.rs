@@ -112,7 +112,7 @@ pub(super) fn resolve(file: &ScenarioFile, src: &Source<'_>) -> Result<Scenario,
         .map(|f| resolve_fault(f, &limit, &phases, file.cache_server.is_some(), src))
         .collect::<Result<Vec<_>, _>>()?;
     if server.topology.is_cluster() {
-        check_cluster_faults(file, &faults, src)?;
+        check_cluster_faults(file, server.topology, &faults, src)?;
     } else if let Some((_, spanned)) = faults
         .iter()
         .zip(&file.faults)
@@ -386,13 +386,29 @@ fn resolve_topology(file: &ServerFile, table: &str, src: &Source<'_>) -> Result<
     })
 }
 
-/// The faults a cluster runs with so far: a limiter instance's clock, and memory pressure on a
-/// separate cache server. Any other is refused at its `kind`, saying which run.
-fn check_cluster_faults(file: &ScenarioFile, faults: &[Fault], src: &Source<'_>) -> Result<(), ScenarioError> {
+/// The faults a cluster runs with so far: a reshard (with two primaries or more), a limiter
+/// instance's clock, and memory pressure on a separate cache server. Any other is refused at
+/// its `kind`, saying which run.
+fn check_cluster_faults(
+    file: &ScenarioFile,
+    topology: Topology,
+    faults: &[Fault],
+    src: &Source<'_>,
+) -> Result<(), ScenarioError> {
     for (fault, spanned) in faults.iter().zip(&file.faults) {
         let runs = match fault {
             Fault::ClockSkew(_) => true,
-            Fault::Server(s) => s.action.kind() == FaultKind::Reshard,
+            Fault::Server(s) if s.action.kind() == FaultKind::Reshard => {
+                if let Topology::Cluster { primaries: 1, .. } = topology {
+                    return Err(src
+                        .error(
+                            &spanned.get_ref().kind,
+                            "a reshard moves a slot to another primary: this cluster has one",
+                        )
+                        .with_help("set `primaries = 2` or more in [server]"));
+                }
+                true
+            }
             Fault::MemoryPressure(p) => p.target == CacheTarget::CacheServer,
             _ => false,
         };

@@ -1247,6 +1247,9 @@ fn a_reshard_resolves_on_a_cluster_with_its_defaults_and_is_refused_on_one_serve
         &["moves a slot between a cluster's primaries"],
     );
     assert_help_has(&err, "topology = \"cluster\"");
+    let text = on_server("topology = \"cluster\"\nprimaries = 1") + fault;
+    let err = parse_err(&text);
+    assert_error_at(&err, &text, locate(&text, "\"reshard\""), &["this cluster has one"]);
     let text =
         on_server("topology = \"cluster\"") + fault.replace("reshard", "script-flush").as_str() + "migrating_ms = 5\n";
     let err = parse_err(&text);
