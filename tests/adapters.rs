@@ -293,7 +293,7 @@ import json, sys
 print(json.dumps({"protocol": 1}), flush=True)
 for n, line in enumerate(sys.stdin, 1):
     if n == 40:
-        sys.exit(3)
+        sys.exit("lost my nerve at request 40")
     print(json.dumps({"id": json.loads(line)["id"], "allowed": False, "count": 0}), flush=True)
 "#,
     );
@@ -305,6 +305,11 @@ for n, line in enumerate(sys.stdin, 1):
     let problems = adapter_problems(run_dir.path());
     assert!(
         has_problem(&problems, "closed its stdout (exited?) during the run", true),
+        "{problems:#?}"
+    );
+    // Its last words, quoted from its stderr, say why it went.
+    assert!(
+        has_problem(&problems, "ending with:\n    lost my nerve at request 40", true),
         "{problems:#?}"
     );
     assert_ne!(report.verdict, Verdict::Valid, "{report:#?}");

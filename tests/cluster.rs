@@ -196,7 +196,8 @@ async fn a_cluster_on_redis_6_2_is_refused_with_the_version_it_needs() {
 /// Every built-in decides on a cluster through the `redis` crate's cluster client (the
 /// limiter API's [`Conn::Cluster`]): its script is loaded where its key lives, its commands
 /// reach the primary that owns the key's slot, and it admits the limit, then rejects, with a
-/// TTL on the key there.
+/// TTL on the key there — or on its keys, tagged with it. The untagged multi-key built-ins
+/// are refused with CROSSSLOT on every request.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_builtin_decides_on_a_cluster_through_the_cluster_client() {
     let processes = backend(Kind::Process).await.expect("a process backend");
@@ -234,16 +235,35 @@ async fn every_builtin_decides_on_a_cluster_through_the_cluster_client() {
             };
             let mut wire = Wire::new(&mut client, &NoFaults, &ctx, &layout);
             let decision = limiter.acquire(&mut wire, &key, &limit).await;
+            if name.ends_with("-untagged") {
+                // Its two keys hash to different slots: the server refuses every request.
+                let error = decision.expect_err("CROSSSLOT").to_string();
+                assert!(error.to_uppercase().contains("CROSSSLOT"), "{name}: {error}");
+                continue;
+            }
             allowed.push(decision.unwrap_or_else(|e| panic!("{name}: {e}")).allowed);
         }
+        if name.ends_with("-untagged") {
+            continue;
+        }
         assert_eq!(allowed, [vec![true; 10], vec![false; 5]].concat(), "{name}");
+        // The key, or the keys tagged with it (`{key}.tokens`): all in the key's slot.
         let (owner, _) = owner_of(&cluster, &key).await;
-        let pttl: i64 = redis::cmd("PTTL")
-            .arg(&key)
-            .query_async(&mut conn(cluster.urls()[owner]).await)
+        let mut node = conn(cluster.urls()[owner]).await;
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("*{key}*"))
+            .query_async(&mut node)
             .await
             .unwrap();
-        assert!(pttl > 0 && pttl <= 60_000, "{name}: PTTL {pttl} on node {owner}");
+        assert!(!keys.is_empty(), "{name}: no key on node {owner}");
+        let windows = if limiter.declared_keys(&limit).is_some() { 2 } else { 1 };
+        for key in keys {
+            let pttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut node).await.unwrap();
+            assert!(
+                pttl > 0 && pttl <= windows * 60_000,
+                "{name}: PTTL {pttl} of {key} on node {owner}"
+            );
+        }
         owners.insert(owner);
     }
     assert!(owners.len() > 1, "the keys fell on one node only: {owners:?}");

@@ -4,8 +4,9 @@ An adapter reads one JSON line per request on stdin and writes one JSON reply pe
 stdout. `serve(decide, name)` does the plumbing: it says hello, calls
 `decide(client, request, limit, window_ms)` -> (allowed, count) for each request (`request`
 has `.id`, `.identity` and `.key`, the key the harness suggests) and maps Redis errors to
-error replies (connection problems as indeterminate: the command may have run). It exits
-when stdin closes.
+error replies (connection problems as indeterminate: the command may have run). Any other
+exception from `decide` is one request's indeterminate error, its traceback on stderr: the
+adapter stays up, and the report names the request. It exits when stdin closes.
 
 A limiter with keys of its own says so: `serve(..., keys=["app:{identity}:*"])`, and how long
 they may live, in windows (`ttl_max_windows=2`) or in milliseconds whatever the window
@@ -17,6 +18,7 @@ without a TTL, in the limiter's own representation).
 import json
 import os
 import sys
+import traceback
 from collections import namedtuple
 
 import redis
@@ -84,5 +86,9 @@ def serve(decide, name, *, client=None, algorithm="fixed-window", keys=None, ttl
             reply["indeterminate"] = True
         except redis.exceptions.RedisError as e:
             reply["error"] = f"{type(e).__name__}: {e}"
+        except Exception as e:  # a bug, or a library's surprise: the command may have run
+            traceback.print_exc(file=sys.stderr)
+            reply["error"] = f"{type(e).__name__}: {e}"
+            reply["indeterminate"] = True
         out.write(json.dumps(reply) + "\n")
         out.flush()

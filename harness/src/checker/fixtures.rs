@@ -120,6 +120,21 @@ impl HistoryBuilder {
         self
     }
 
+    /// A request answered with the error reply `error`, times in milliseconds.
+    pub(crate) fn failed(mut self, id: u64, identity: u32, (invoke_ms, complete_ms): (u64, u64), error: &str) -> Self {
+        self = self.invoke_us(id, identity, invoke_ms * 1000);
+        self.events.push(Event::Complete {
+            id,
+            t_us: complete_ms * 1000,
+            outcome: Outcome::Error,
+            count: None,
+            trips: vec!["EVALSHA".to_owned()],
+            keys: Vec::new(),
+            error: Some(error.to_owned()),
+        });
+        self
+    }
+
     /// An allowed request with count `count` on `keys`, times in milliseconds.
     pub(crate) fn allowed_on(
         self,

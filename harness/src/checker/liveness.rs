@@ -8,7 +8,10 @@
 //! fixed window that began before the span may have spent its budget, but the next one
 //! starts inside it), so fewer than requests_max − tolerance admissions (tolerance: 10 %
 //! of the limit, at least 1) is a violation. It catches counters that never expire and
-//! windows that traffic keeps extending, before any quiet period.
+//! windows that traffic keeps extending, before any quiet period. A span whose requests all
+//! ended in errors, with no fault struck by then, is a violation too (`never-decided`: a
+//! limiter whose commands the server refuses, such as CROSSSLOT on a cluster); errors after
+//! a fault, and lost replies, leave a span unjudged.
 
 use std::collections::BTreeMap;
 
@@ -45,6 +48,9 @@ pub fn admits_up_to_limit(input: &CheckInput<'_>) -> CheckResult {
                 .count() as u64;
             if admitted >= need {
                 judged += 1;
+            } else if let Some(anomaly) = never_decided(input.history, *identity, &span) {
+                judged += 1;
+                anomalies.push(anomaly);
             } else if admitted + unanswered >= need {
                 undecided += 1;
             } else {
@@ -73,6 +79,45 @@ pub fn admits_up_to_limit(input: &CheckInput<'_>) -> CheckResult {
         )
     };
     CheckResult::from_anomalies(Invariant::AdmitsUpToLimit, anomalies, otherwise).with_rule(rule)
+}
+
+/// A span in which the limiter decided nothing — every request ended in an error, with no
+/// fault struck by then to explain it (a refused command: `CROSSSLOT` from a cluster, a
+/// script that does not run) — breaks a promise whichever way its caller takes the error:
+/// failing closed, the identity is admitted nothing; failing open, every request, more than
+/// any algorithm's bound. Lost replies (indeterminate) stay unjudged.
+fn never_decided(history: &HistoryIndex, identity: u32, span: &[&Request]) -> Option<Anomaly> {
+    let (first, last) = (span[0], span[span.len() - 1]);
+    let errors = span.iter().all(|r| r.outcome == Some(Outcome::Error));
+    let end_us = last.end_us();
+    if !errors || history.faults.iter().any(|f| f.t_us <= end_us) {
+        return None;
+    }
+    let mut messages: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in span {
+        *messages.entry(r.error.as_deref().unwrap_or("an error")).or_default() += 1;
+    }
+    let (message, times) = messages.iter().max_by_key(|(m, n)| (**n, std::cmp::Reverse(**m)))?;
+    Some(Anomaly {
+        kind: "never-decided".into(),
+        key: first.key_label(),
+        requests: vec![first.id, last.id],
+        seen: vec![
+            format!(
+                "{} requests sent from {} to {}, every one ended in an error, no fault struck",
+                span.len(),
+                ms(first.invoke_us),
+                ms(last.invoke_us)
+            ),
+            format!("{times} of them: {message}"),
+        ],
+        t_us: first.invoke_us,
+        because: format!(
+            "identity {identity} sent {} requests over two windows and the limiter decided none (`{message}`): failing closed its caller admits nothing, failing open it admits all {}, beyond the bound",
+            span.len(),
+            span.len()
+        ),
+    })
 }
 
 /// Consecutive full spans of `span_us` from the start of each busy period.

@@ -1326,6 +1326,33 @@ fn admits_up_to_limit_unknown_when_unanswered_requests_could_reach_the_bound() {
     );
 }
 
+/// A limiter whose every request is refused (CROSSSLOT on a cluster) decides nothing: its
+/// caller either admits nothing or everything. Not so when a fault struck first.
+#[test]
+fn admits_up_to_limit_invalid_when_the_limiter_decides_nothing_without_a_fault() {
+    const CROSSSLOT: &str = "CrossSlot: Keys in request don't hash to the same slot";
+    let refused = |history: HistoryBuilder| {
+        (1..)
+            .zip((0..=2000).step_by(50))
+            .fold(history, |h, (id, t)| h.failed(id, 0, (t, t + 1), CROSSSLOT))
+    };
+    let result = refused(HistoryBuilder::new()).check_one(AdmitsUpToLimit);
+    let anomaly = sole_anomaly(&result);
+    assert_eq!(anomaly.kind, "never-decided");
+    assert!(anomaly.because.contains(CROSSSLOT), "{}", anomaly.because);
+    assert!(
+        anomaly.seen[1].starts_with("40 of them: CrossSlot"),
+        "{:?}",
+        anomaly.seen
+    );
+    // After a fault the errors may be the fault's: unknown, as before.
+    let faulted = refused(HistoryBuilder::new().fault(0, FaultKind::ServerPause, None, None));
+    assert_verdict(&faulted.check_one(AdmitsUpToLimit), Verdict::Unknown);
+    // One decision in the span: the limiter works; the errors leave the span undecided.
+    let decided = refused(HistoryBuilder::new()).rejected(100, 0, 1000, 1001, 20);
+    assert_verdict(&decided.check_one(AdmitsUpToLimit), Verdict::Unknown);
+}
+
 // ---- no-leaked-keys ----------------------------------------------------------------------
 
 #[test]

@@ -205,6 +205,8 @@ struct Adapter {
     reply_timeout: Duration,
     /// Told each replied-to id as the reply is read, before the request's waiter wakes.
     on_reply: Option<OnReply>,
+    /// Where its stderr goes: an adapter that goes away during the run is quoted from it.
+    stderr_path: PathBuf,
 }
 
 impl Adapter {
@@ -252,7 +254,8 @@ impl Adapter {
         };
         self.problem(
             if during_run && !dead {
-                format!("{headline} during the run")
+                // Its last words (a traceback, a panic) say why it went.
+                format!("{headline} during the run; {}", stderr_hint(&self.stderr_path))
             } else {
                 headline.clone()
             },
@@ -424,6 +427,7 @@ impl ExecSession {
             clock: env.clock,
             reply_timeout: REPLY_TIMEOUT + env.fault_hold_up,
             on_reply: env.on_reply.clone(),
+            stderr_path,
         });
         let reader = tokio::spawn(read_replies(stdout, Arc::clone(&adapter)));
         let ttl_max = hello.ttl_max().unwrap_or_default();
@@ -813,6 +817,7 @@ mod tests {
             clock: RunClock::start(),
             reply_timeout: REPLY_TIMEOUT,
             on_reply: None,
+            stderr_path: PathBuf::from("no-such-dir/adapter.stderr.log"),
         });
         (adapter, handle)
     }

@@ -175,8 +175,8 @@ impl ScriptConvention {
 pub struct ScriptLimiter {
     name: String,
     path: PathBuf,
-    /// The sidecar file, when there is one.
-    sidecar: Option<PathBuf>,
+    /// Who says its keys, for the report: "the Lua sidecar PATH", "the built-in NAME".
+    keys_from: String,
     convention: ScriptConvention,
     keys: Vec<Template>,
     args: Vec<Template>,
@@ -196,6 +196,38 @@ impl ScriptLimiter {
             None => ScriptConvention::default(),
         };
         let name = format!("lua:{}", path.display());
+        let from = sidecar.as_ref().map(|s| s.display().to_string());
+        let keys_from = from.as_ref().map_or_else(
+            || "the Lua script's KEYS".to_owned(),
+            |s| format!("the Lua sidecar {s}"),
+        );
+        Ok(Self::new(name, path, &source, convention, from.as_deref(), keys_from))
+    }
+
+    /// A built-in kept as a script and its convention (the sidecar's text, which must be
+    /// valid: a built-in's is checked by its tests): `name` is the built-in's name.
+    pub fn builtin(name: &str, source: &str, convention: &str) -> Self {
+        let origin = format!("the built-in {name}");
+        let convention = parse_convention(Path::new(&origin), convention).expect("a built-in's convention is valid");
+        Self::new(
+            name.to_owned(),
+            PathBuf::from(&origin),
+            source,
+            convention,
+            Some(&origin),
+            origin.clone(),
+        )
+    }
+
+    /// `from`: where the convention came from (a sidecar's path), when not the default.
+    fn new(
+        name: String,
+        path: PathBuf,
+        source: &str,
+        convention: ScriptConvention,
+        from: Option<&str>,
+        keys_from: String,
+    ) -> Self {
         let commands = format!(
             "EVALSHA <sha of {}> {} {} {}   (one round trip; SCRIPT LOAD + retry after NOSCRIPT)\n\
              result: {}{}",
@@ -204,8 +236,8 @@ impl ScriptLimiter {
             convention.keys.join(" "),
             convention.args.join(" "),
             describe_result(&convention.result),
-            match (&convention.name, &sidecar) {
-                (Some(n), Some(sidecar)) => format!("\nconvention: {n} (from {})", sidecar.display()),
+            match (&convention.name, &from) {
+                (Some(n), Some(from)) => format!("\nconvention: {n} (from {from})"),
                 _ => String::new(),
             }
         );
@@ -215,17 +247,17 @@ impl ScriptLimiter {
                 .map(|t| Template::parse(t).expect("validated with the convention"))
                 .collect::<Vec<_>>()
         };
-        Ok(Self {
+        Self {
             name,
             path,
             keys: parse(&convention.keys),
             args: parse(&convention.args),
             plant: parse(convention.plant.as_deref().unwrap_or_default()),
-            sidecar,
-            script: LuaScript::new(&source),
+            keys_from,
+            script: LuaScript::new(source),
             convention,
             commands,
-        })
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -411,11 +443,12 @@ impl Limiter for ScriptLimiter {
 
     fn declared_keys(&self, limit: &Limit) -> Option<KeyLayout> {
         let templates = self.convention.key_templates(limit)?;
-        let from = match &self.sidecar {
-            Some(sidecar) => format!("the Lua sidecar {}", sidecar.display()),
-            None => "the Lua script's KEYS".to_owned(),
-        };
-        KeyLayout::parse(&templates, limit.identities, LayoutSource::Limiter(from)).ok()
+        KeyLayout::parse(
+            &templates,
+            limit.identities,
+            LayoutSource::Limiter(self.keys_from.clone()),
+        )
+        .ok()
     }
 
     fn ttl_max(&self) -> Option<TtlMax> {

@@ -10,6 +10,7 @@ pub(crate) mod lua;
 mod lua_fixed_window;
 mod lua_incr_expire_if_first;
 mod multi_incr_expire_nx;
+mod multi_key;
 mod pipeline_incr_expire;
 mod set_nx_then_incr;
 mod sliding_log_zset;
@@ -38,7 +39,7 @@ impl std::fmt::Debug for Builtin {
 
 /// Every built-in, in the order `list`, the matrix and the harness's suite show them: the one
 /// table that parsing (`--limiter NAME`), `list` and the matrix read.
-pub const BUILTINS: [Builtin; 12] = [
+pub const BUILTINS: [Builtin; 16] = [
     Builtin {
         name: "get-then-incr",
         make: || Arc::new(get_then_incr::GetThenIncr),
@@ -86,6 +87,22 @@ pub const BUILTINS: [Builtin; 12] = [
     Builtin {
         name: "incr-pexpireat-client-clock",
         make: || Arc::new(incr_pexpireat_client_clock::IncrPexpireatClientClock),
+    },
+    Builtin {
+        name: "two-key-token-bucket",
+        make: || Arc::new(multi_key::two_key_token_bucket(true)),
+    },
+    Builtin {
+        name: "two-key-token-bucket-untagged",
+        make: || Arc::new(multi_key::two_key_token_bucket(false)),
+    },
+    Builtin {
+        name: "sliding-window-counter-lua",
+        make: || Arc::new(multi_key::sliding_window_counter(true)),
+    },
+    Builtin {
+        name: "sliding-window-counter-lua-untagged",
+        make: || Arc::new(multi_key::sliding_window_counter(false)),
     },
 ];
 
