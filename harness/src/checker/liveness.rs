@@ -9,14 +9,15 @@
 //! starts inside it), so fewer than requests_max − tolerance admissions (tolerance: 10 %
 //! of the limit, at least 1) is a violation. It catches counters that never expire and
 //! windows that traffic keeps extending, before any quiet period. A span whose requests all
-//! ended in errors, with no fault struck by then, is a violation too (`never-decided`: a
+//! ended in errors, with no fault struck by then and no fatal problem or too old a server to
+//! explain them, is a violation too (`never-decided`: a
 //! limiter whose commands the server refuses, such as CROSSSLOT on a cluster); errors after
 //! a fault, and lost replies, leave a span unjudged.
 
 use std::collections::BTreeMap;
 
 use super::{Anomaly, CheckInput, CheckResult, Verdict, ms};
-use crate::history::{HistoryIndex, Outcome, Request};
+use crate::history::{HistoryIndex, Outcome, ProblemSource, Request};
 use crate::scenario::Invariant;
 
 pub fn admits_up_to_limit(input: &CheckInput<'_>) -> CheckResult {
@@ -90,7 +91,14 @@ fn never_decided(history: &HistoryIndex, identity: u32, span: &[&Request]) -> Op
     let (first, last) = (span[0], span[span.len() - 1]);
     let errors = span.iter().all(|r| r.outcome == Some(Outcome::Error));
     let end_us = last.end_us();
-    if !errors || history.faults.iter().any(|f| f.t_us <= end_us) {
+    // The run's own explanations of the errors: a fatal problem (an adapter declared dead or
+    // breaking the protocol) makes the run unknown; a server too old for the limiter is the
+    // deployment's, not the limiter's.
+    let explained = history
+        .problems
+        .iter()
+        .any(|p| p.fatal || p.source == ProblemSource::ServerVersion);
+    if !errors || explained || history.faults.iter().any(|f| f.t_us <= end_us) {
         return None;
     }
     let mut messages: BTreeMap<&str, usize> = BTreeMap::new();

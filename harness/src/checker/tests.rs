@@ -1351,6 +1351,12 @@ fn admits_up_to_limit_invalid_when_the_limiter_decides_nothing_without_a_fault()
     // One decision in the span: the limiter works; the errors leave the span undecided.
     let decided = refused(HistoryBuilder::new()).rejected(100, 0, 1000, 1001, 20);
     assert_verdict(&decided.check_one(AdmitsUpToLimit), Verdict::Unknown);
+    // The run explains the errors itself: an adapter declared dead (a fatal problem), or a
+    // server too old for the limiter's commands. Unknown, as before.
+    let dead = refused(HistoryBuilder::new()).problem(true);
+    assert_verdict(&dead.check_one(AdmitsUpToLimit), Verdict::Unknown);
+    let old = refused(HistoryBuilder::new()).problem_from(crate::history::ProblemSource::ServerVersion, false);
+    assert_verdict(&old.check_one(AdmitsUpToLimit), Verdict::Unknown);
 }
 
 // ---- no-leaked-keys ----------------------------------------------------------------------
