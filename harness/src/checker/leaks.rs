@@ -85,8 +85,9 @@ pub fn no_leaked_keys(input: &CheckInput<'_>) -> CheckResult {
         (
             Verdict::Valid,
             format!(
-                "{} limiter key(s) at the final audit, none idle longer than a window ({quiet} quiet identities judged)",
-                audit.keys.len()
+                "{} limiter key(s) at the final audit, none idle longer than {} ({quiet} key(s) of quiet identities judged)",
+                audit.keys.len(),
+                ms(grace_us)
             ),
         )
     };

@@ -1371,7 +1371,7 @@ fn no_leaked_keys_valid_when_only_recently_used_keys_remain() {
     assert_verdict(&result, Verdict::Valid);
     assert_summary_has(
         &result,
-        "1 limiter key(s) at the final audit, none idle longer than a window",
+        "1 limiter key(s) at the final audit, none idle longer than 1020.0 ms (1 key(s) of quiet identities judged)",
     );
     assert_eq!(
         result.rule.as_deref(),
