@@ -90,6 +90,11 @@ determinism n="2":
     echo "$passed/{{n}} runs identical"
     [ "$passed" = "{{n}}" ]
 
+# Every cell of the harness's own suite on both backends, against the reviewed snapshots and the table (`just test` runs each cell once: half in processes, half in containers).
+snapshots-both: build
+    {{harness}} ci --no-progress --backend process
+    {{harness}} ci --no-progress --backend container
+
 # The request driver against redis-benchmark sending the same command (the limiter's EVALSHA, key and arguments) on the same server and connections: both figures and the ratio.
 bench *flags: build
     {{harness}} bench {{flags}}

@@ -48,13 +48,22 @@ async fn pttl(conn: &mut Conn, key: &str) -> i64 {
 }
 
 /// The keys a limiter wrote for the harness's key `key`: the key itself, or the keys built
-/// on it (`{key}.tokens`, `key:cur`, …) by a limiter with several per identity.
+/// on it (`{key}.tokens`, `key:cur`, …) by a limiter with several per identity — not the keys
+/// of a key it is the start of (`admit:x` is not `admit:x-untagged`'s).
 async fn keys_of(conn: &mut Conn, key: &str) -> Vec<String> {
     let mut keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("*{key}*"))
         .query_async(conn)
         .await
         .unwrap();
+    keys.retain(|k| {
+        k.match_indices(key).any(|(at, _)| {
+            k[at + key.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        })
+    });
     keys.sort();
     keys
 }

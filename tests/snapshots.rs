@@ -16,7 +16,12 @@ use std::sync::Arc;
 
 use limiter_harness::backend::Backend;
 
-use limiter_harness::suite::{CiOptions, Suite, load_suite, render_summary, run_ci};
+use std::collections::BTreeSet;
+
+use limiter_harness::matrix::Cell;
+use limiter_harness::suite::{
+    CiOptions, Selection, Shard, Suite, load_suite, render_summary, run_ci, stale_baseline_files, suite_table,
+};
 use limiter_harness_tests::{Kind, backend};
 
 /// One test at a time in a process: each moves the working directory.
@@ -33,25 +38,90 @@ fn suite_at(path: &Path) -> Suite {
     load_suite(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The harness's own suite (`limiter-harness.toml` at the top), half its cells in local
+/// `redis-server` processes and half in containers: `ci --shard 1/2` and `--shard 2/2`, whose
+/// cells make a checkerboard — every scenario and every limiter runs on both backends, every
+/// cell on one. Each half must match the reviewed baseline, the two together the table, and
+/// no baseline file may be left without its cell. (`just snapshots-both` runs every cell on
+/// both backends.)
 #[tokio::test(flavor = "multi_thread")]
-async fn the_harness_suite_matches_its_reviewed_baseline_and_table_in_processes() {
-    check_main_suite(Kind::Process).await;
-}
-
-/// The same cells in containers give the same snapshots and the same table (one report
-/// directory for both, the one the table names: the later run replaces the earlier's reports).
-#[tokio::test(flavor = "multi_thread")]
-async fn the_harness_suite_matches_its_reviewed_baseline_and_table_in_containers() {
-    check_main_suite(Kind::Container).await;
-}
-
-/// The harness's own suite (`limiter-harness.toml` at the top) on backends of `kind`.
-async fn check_main_suite(kind: Kind) {
+async fn the_harness_suite_matches_its_reviewed_baseline_and_table_half_in_processes_half_in_containers() {
     let _turn = TURN.lock().await;
     let suite = suite_at(&root().join("limiter-harness.toml"));
-    if let Some(backend) = backend(kind).await {
-        check_on(&suite, backend).await;
+    let processes = backend(Kind::Process).await.expect("redis-server");
+    let containers = match backend(Kind::Container).await {
+        Some(b) => b,
+        None => {
+            eprintln!("no Docker (LIMITER_HARNESS_NO_DOCKER=1): the containers' half runs in processes too");
+            processes.clone()
+        }
+    };
+    std::env::set_current_dir(&suite.dir).unwrap();
+    let mut runs = Vec::new();
+    for (index, backend) in [(1, processes), (2, containers)] {
+        let options = CiOptions {
+            selection: Selection {
+                shard: Some(Shard { index, count: 2 }),
+                ..Selection::default()
+            },
+            ..CiOptions::default()
+        };
+        let kind = backend.name().to_owned();
+        let run = run_ci(&suite, backend, &options).await.expect("the suite runs");
+        assert!(!run.cells.is_empty(), "shard {index}/2 is empty");
+        let limiters: BTreeSet<&str> = run.cells.iter().map(|c| c.limiter.as_str()).collect();
+        assert_eq!(
+            limiters.len(),
+            suite.limiters.len(),
+            "shard {index}/2 ({kind}) runs every limiter"
+        );
+        if !run.report.identical {
+            let kept = keep_reports(&suite, &kind);
+            panic!(
+                "{kind}: suite `{}` shard {index}/2 differs from its reviewed baseline; if intended, run `just snapshots` and review `git diff reports/`{kept}\n{}",
+                suite.name,
+                render_summary(&run.report)
+            );
+        }
+        runs.push(run);
     }
+    assert_eq!(
+        suite.limiters.len(),
+        limiter_harness::limiter::BUILTIN_NAMES.len(),
+        "every built-in is in the suite `{}`",
+        suite.name
+    );
+    let (scenarios, names) = (runs[0].scenarios.clone(), runs[0].report.limiters.clone());
+    let mut cells: Vec<Cell> = runs.into_iter().flat_map(|r| r.cells).collect();
+    let position = |c: &Cell| {
+        (
+            scenarios.iter().position(|s| s.name == c.scenario),
+            names.iter().position(|l| *l == c.limiter),
+        )
+    };
+    cells.sort_by_key(position); // table order, as one whole run gives them
+    assert_eq!(
+        cells.len(),
+        suite.scenarios.len() * suite.limiters.len(),
+        "the halves cover the suite"
+    );
+    let all: Vec<(String, String)> = cells.iter().map(|c| (c.scenario.clone(), c.limiter.clone())).collect();
+    let stale = stale_baseline_files(&suite.baseline, &all);
+    assert!(stale.is_empty(), "baseline files without a cell: {stale:?}");
+    let now = suite_table(&suite, &scenarios, &names, &cells);
+    let table = suite.table.as_ref().expect("the suite has a table");
+    let recorded = std::fs::read_to_string(table).unwrap();
+    let first_difference = recorded
+        .lines()
+        .zip(now.lines())
+        .find(|(a, b)| a != b)
+        .map(|(a, b)| format!("recorded: {a}\nnow:      {b}"));
+    assert!(
+        now == recorded,
+        "the table {} differs from what the cells give: run `just snapshots` and review `git diff reports/`\n{}",
+        table.display(),
+        first_difference.unwrap_or_else(|| "(one is longer)".into())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -82,21 +82,35 @@ impl Selection {
     }
 }
 
-/// Each shard's cells: the candidates ordered by how long their scenario waits (longest
-/// first, then table order), dealt out in turn — disjoint, covering, deterministic for a
-/// suite, and about even in time.
+/// Each shard's cells: the scenarios ranked by how long they wait (longest first, then table
+/// order), and the cell of the scenario ranked `r` and the `j`-th limiter dealt to shard
+/// `(r + j) mod N` — disjoint, covering, deterministic for a suite, about even in time (every
+/// scenario's cells spread over the shards), and every limiter met on every shard that has
+/// enough scenarios: with N = 2 a checkerboard, so two shards on two backends run each
+/// scenario and each limiter on both.
 fn shard_cells(cells: &[(String, String)], scenarios: &[Scenario], shard: Shard) -> Vec<(String, String)> {
     let wait = |name: &str| scenarios.iter().find(|s| s.name == name).map_or(0, expected_ms);
-    let mut order: Vec<(usize, &(String, String))> = cells.iter().enumerate().collect();
-    order.sort_by_key(|(i, (s, _))| (std::cmp::Reverse(wait(s)), *i));
-    let mut mine: Vec<(usize, (String, String))> = order
-        .into_iter()
-        .enumerate()
-        .filter(|(turn, _)| *turn as u32 % shard.count == shard.index - 1)
-        .map(|(_, (i, cell))| (i, cell.clone()))
-        .collect();
-    mine.sort_by_key(|(i, _)| *i);
-    mine.into_iter().map(|(_, cell)| cell).collect()
+    let mut ranked: Vec<&str> = Vec::new();
+    for (s, _) in cells {
+        if !ranked.contains(&s.as_str()) {
+            ranked.push(s);
+        }
+    }
+    let first_seen: Vec<&str> = ranked.clone();
+    ranked.sort_by_key(|s| (std::cmp::Reverse(wait(s)), first_seen.iter().position(|x| x == s)));
+    let mut limiters: Vec<&str> = Vec::new();
+    for (_, l) in cells {
+        if !limiters.contains(&l.as_str()) {
+            limiters.push(l);
+        }
+    }
+    let rank = |s: &str| ranked.iter().position(|x| *x == s).unwrap_or(0);
+    let column = |l: &str| limiters.iter().position(|x| *x == l).unwrap_or(0);
+    cells
+        .iter()
+        .filter(|(s, l)| (rank(s) + column(l)) as u32 % shard.count == shard.index - 1)
+        .cloned()
+        .collect()
 }
 
 /// A finished `ci` run.
@@ -489,15 +503,8 @@ fn table(
         );
         return None;
     }
-    let context = TableContext {
-        backend: None,
-        regenerate: "limiter-harness ci --accept".into(),
-        runs: suite.report_dir.join("runs").display().to_string(),
-        baseline: Some(suite.baseline.display().to_string()),
-        servers: Vec::new(),
-    };
     let names: Vec<String> = limiters.iter().map(|l| l.name.clone()).collect();
-    let now = render_table(scenarios, &names, cells, &context);
+    let now = suite_table(suite, scenarios, &names, cells);
     let same = std::fs::read_to_string(path).is_ok_and(|t| t == now);
     Some((
         path.clone(),
@@ -507,6 +514,19 @@ fn table(
         },
         now,
     ))
+}
+
+/// The suite's table (`[suite] table`) as `cells` give it: the scenarios' rows, the
+/// `limiters`' columns (a whole run's cells, or the cells of every shard together).
+pub fn suite_table(suite: &Suite, scenarios: &[Scenario], limiters: &[String], cells: &[Cell]) -> String {
+    let context = TableContext {
+        backend: None,
+        regenerate: "limiter-harness ci --accept".into(),
+        runs: suite.report_dir.join("runs").display().to_string(),
+        baseline: Some(suite.baseline.display().to_string()),
+        servers: Vec::new(),
+    };
+    render_table(scenarios, limiters, cells, &context)
 }
 
 /// Write the records of the cells that changed; remove the stale files. Returns what was
@@ -543,6 +563,24 @@ mod tests {
         expected.sort();
         assert_eq!(all, expected, "disjoint and covering");
         assert!(parts.iter().all(|p| p.len() >= 4), "about even: {parts:?}");
+        // Two shards of 7 scenarios × 2 limiters: a checkerboard — each shard has every
+        // scenario once and each limiter on 3 or 4 scenarios.
+        let halves: Vec<Vec<(String, String)>> = (1..=2)
+            .map(|index| shard_cells(&cells, &[], Shard { index, count: 2 }))
+            .collect();
+        for half in &halves {
+            assert_eq!(half.len(), 7, "{half:?}");
+            for s in 0..7 {
+                assert_eq!(
+                    half.iter().filter(|(x, _)| *x == format!("s{s}")).count(),
+                    1,
+                    "{half:?}"
+                );
+            }
+            for l in ["a", "b"] {
+                assert!(half.iter().filter(|(_, x)| x == l).count() >= 3, "{half:?}");
+            }
+        }
         assert_eq!(
             parts[0],
             shard_cells(&cells, &[], Shard { index: 1, count: 3 }),

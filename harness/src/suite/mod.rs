@@ -17,8 +17,8 @@ mod shard;
 mod summary;
 mod verdicts;
 
-pub use baseline::{Recorded, Standing, baseline_file};
-pub use ci::{CiOptions, CiRun, Selection, run_ci};
+pub use baseline::{Recorded, Standing, baseline_file, stale as stale_baseline_files};
+pub use ci::{CiOptions, CiRun, Selection, run_ci, suite_table};
 pub use error::{RunShape, SuiteError};
 pub use init::{
     AdapterLanguage, CiSystem, GITHUB_WORKFLOW, starter_suite, write_adapter_helper, write_starter, write_workflow,
