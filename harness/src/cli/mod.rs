@@ -17,6 +17,17 @@ pub use exit::ExitCode;
 
 use clap::Parser;
 
+/// The binary's `main`: a tokio runtime, then [`main`] on it. Here rather than in `main.rs`,
+/// so that the CLI's async code is compiled once, in the library, not again in the binary
+/// (docs/performance.md: the binary's build went from about 2 min to seconds).
+pub fn run() -> std::process::ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("start the tokio runtime");
+    runtime.block_on(main()).into()
+}
+
 /// Parse the process arguments and run; returns the exit code.
 pub async fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
