@@ -412,7 +412,9 @@ impl ExecSession {
         let hello = match read_hello(&mut child, &mut stdout, &stderr_path).await {
             Ok(hello) => hello,
             Err(reason) => {
-                kill_group(pgid);
+                // `child.id()` is None once the adapter is reaped: its group id is then no
+                // longer its own to signal.
+                kill_group(child.id().map(|p| p as i32));
                 crate::backend::kill_run_processes(Some(&env.run_id), true, &mut Default::default());
                 return Err(fail(reason.to_string()));
             }
@@ -453,7 +455,9 @@ impl ExecSession {
         })
     }
 
-    /// Kill the adapter's process group, and whatever it started outside that group.
+    /// Kill the adapter's process group, and whatever it started outside that group. Only
+    /// while the adapter is unreaped: a reaped leader's group id may already be another
+    /// process's.
     fn kill_everything(&self) {
         kill_group(self.pgid);
         crate::backend::kill_run_processes(Some(&self.run_id), true, &mut Default::default());
@@ -647,6 +651,20 @@ fn cut(line: &str) -> String {
     format!("{}…", &line[..end])
 }
 
+/// Wait, at most `within`, until process `pid` (a child of ours) has exited, without reaping
+/// it: a zombie keeps its pid and its group id its own until it is waited for.
+async fn exits_within(pid: u32, within: Duration) {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let deadline = tokio::time::Instant::now() + within;
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG;
+    while tokio::time::Instant::now() < deadline {
+        match waitid(Id::Pid(nix::unistd::Pid::from_raw(pid as i32)), flags) {
+            Ok(WaitStatus::StillAlive) => tokio::time::sleep(Duration::from_millis(10)).await,
+            _ => return, // exited (a zombie now), or no such child
+        }
+    }
+}
+
 fn kill_group(pgid: Option<i32>) {
     if let Some(pgid) = pgid {
         let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
@@ -750,15 +768,14 @@ impl Limiter for ExecSession {
         self.stdin.lock().await.take();
         let child = self.child.lock().expect("child lock").take();
         if let Some(mut child) = child {
-            if tokio::time::timeout(Duration::from_secs(2), child.wait())
-                .await
-                .is_err()
-            {
-                self.kill_everything();
-                let _ = child.wait().await;
-            } else {
-                self.kill_everything();
+            // Its group is killed while it is at most a zombie, never after it is reaped: a
+            // reaped leader's group id may already be another process's (another cell's
+            // adapter, under a pid that wrapped around).
+            if let Some(pid) = child.id() {
+                exits_within(pid, Duration::from_secs(2)).await;
             }
+            self.kill_everything();
+            let _ = child.wait().await;
         }
         self.finish_reader().await;
         // Judged once: `stop` is called again on the run's way out.
@@ -775,6 +792,37 @@ impl Limiter for ExecSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The adapter's group is killed while its leader is a zombie, not after it is reaped:
+    /// `exits_within` waits for the exit and leaves the zombie (its pid, its group id) in place.
+    #[tokio::test]
+    async fn an_exited_adapter_stays_a_zombie_until_it_is_waited_for() {
+        let mut child = tokio::process::Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .unwrap();
+        let pid = child.id().unwrap();
+        exits_within(pid, Duration::from_secs(5)).await;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let state = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned();
+        assert_eq!(state, "Z", "exited, not reaped: {stat}");
+        assert_eq!(child.wait().await.unwrap().code(), Some(3));
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "reaped");
+        // A live child: back after the time given, still running.
+        let mut sleeper = tokio::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let started = std::time::Instant::now();
+        exits_within(sleeper.id().unwrap(), Duration::from_millis(100)).await;
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(sleeper.try_wait().unwrap().is_none(), "still running");
+        sleeper.kill().await.unwrap();
+    }
 
     fn hello(json: &str) -> Result<(), AdapterError> {
         parse_hello(json.as_bytes())?.validate()
