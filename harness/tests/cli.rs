@@ -494,6 +494,54 @@ fn temp_dirs_of(owner: i32) -> Vec<PathBuf> {
         .collect()
 }
 
+/// `clean` kills a dead run's server by its pid file only if that pid still runs in the
+/// run's own directory: a pid reused by another run's server (or anything else) is spared.
+#[test]
+fn clean_kills_a_recorded_pid_only_in_its_own_runs_directory() {
+    let _one = CLEANING.lock().unwrap_or_else(|e| e.into_inner());
+    // A run id whose owner is gone (no pid that large: pid_max is at most 2^22).
+    let dead_run = "4194999-abc";
+    let own = tempfile::Builder::new()
+        .prefix(&format!("limiter-harness-{dead_run}-"))
+        .tempdir()
+        .unwrap();
+    let other = tempfile::Builder::new()
+        .prefix("limiter-harness-4194998-def-")
+        .tempdir()
+        .unwrap();
+    let spawn_in = |dir: &Path| Command::new("sleep").arg("60").current_dir(dir).spawn().unwrap();
+    let (mut ours, mut theirs) = (spawn_in(own.path()), spawn_in(other.path()));
+    let pid_dir = limiter_harness::backend::pid_dir();
+    std::fs::create_dir_all(&pid_dir).unwrap();
+    for child in [&ours, &theirs] {
+        std::fs::write(
+            pid_dir.join(child.id().to_string()),
+            format!("redis-server\n{dead_run}\n"),
+        )
+        .unwrap();
+    }
+    let out = run(&["clean"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        ours.try_wait().unwrap().is_some(),
+        "the run's own server is killed: {}",
+        text_of(&out)
+    );
+    assert!(
+        theirs.try_wait().unwrap().is_none(),
+        "a pid in another run's directory is spared: {}",
+        text_of(&out)
+    );
+    assert!(
+        !pid_dir.join(theirs.id().to_string()).exists(),
+        "the stale pid file is gone"
+    );
+    theirs.kill().unwrap();
+    let _ = theirs.wait();
+    let _ = ours.wait();
+}
+
 /// SIGKILL cannot be handled: the history must still parse line by line, and `clean`
 /// removes the server and the temp directory the run left.
 #[test]

@@ -423,9 +423,13 @@ fn clean_processes(all: bool, summary: &mut CleanSummary) {
             continue;
         }
         // Redis and Valkey rewrite their command line, but run in the temp dir the harness made
-        // (`--dir`), whatever the binary is called.
+        // for the run (`--dir`, `limiter-harness-<run id>-…`), whatever the binary is called:
+        // a pid reused by anything else, another run's server included, is left alone.
         let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
-        if cwd.to_string_lossy().contains("limiter-harness-") {
+        let runs_dir = cwd
+            .file_name()
+            .is_some_and(|d| d.to_string_lossy().starts_with(&format!("limiter-harness-{run}-")));
+        if runs_dir {
             match kill(Pid::from_raw(pid as i32), Signal::SIGKILL) {
                 Ok(()) => summary.processes_killed.push(pid),
                 Err(e) => summary.problems.push(format!("killing process {pid}: {e}")),

@@ -28,7 +28,7 @@ pub use container::{ContainerBackend, docker_ping};
 pub use error::BackendError;
 pub use image::{ensure_image, image_name};
 pub use pair::{FailoverPair, wait_link_up};
-pub use process::ProcessBackend;
+pub use process::{ProcessBackend, pid_dir};
 pub use relay::socket_addr;
 pub use reshard::{SlotMove, move_slot};
 pub use settings::{
