@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 
 use limiter_harness::matrix::Cell;
 use limiter_harness::suite::{
-    CiOptions, Selection, Shard, Suite, load_suite, render_summary, run_ci, stale_baseline_files, suite_table,
+    CiOptions, CiRun, Selection, Shard, Suite, load_suite, render_summary, run_ci, stale_baseline_files, suite_table,
 };
 use limiter_harness_tests::{Kind, backend};
 
@@ -48,6 +48,12 @@ fn suite_at(path: &Path) -> Suite {
 async fn the_harness_suite_matches_its_reviewed_baseline_and_table_half_in_processes_half_in_containers() {
     let _turn = TURN.lock().await;
     let suite = suite_at(&root().join("limiter-harness.toml"));
+    assert_eq!(
+        suite.limiters.len(),
+        limiter_harness::limiter::BUILTIN_NAMES.len(),
+        "every built-in is in the suite `{}`",
+        suite.name
+    );
     let processes = backend(Kind::Process).await.expect("redis-server");
     let containers = match backend(Kind::Container).await {
         Some(b) => b,
@@ -59,38 +65,42 @@ async fn the_harness_suite_matches_its_reviewed_baseline_and_table_half_in_proce
     std::env::set_current_dir(&suite.dir).unwrap();
     let mut runs = Vec::new();
     for (index, backend) in [(1, processes), (2, containers)] {
-        let options = CiOptions {
-            selection: Selection {
-                shard: Some(Shard { index, count: 2 }),
-                ..Selection::default()
-            },
-            ..CiOptions::default()
-        };
-        let kind = backend.name().to_owned();
-        let run = run_ci(&suite, backend, &options).await.expect("the suite runs");
-        assert!(!run.cells.is_empty(), "shard {index}/2 is empty");
-        let limiters: BTreeSet<&str> = run.cells.iter().map(|c| c.limiter.as_str()).collect();
-        assert_eq!(
-            limiters.len(),
-            suite.limiters.len(),
-            "shard {index}/2 ({kind}) runs every limiter"
-        );
-        if !run.report.identical {
-            let kept = keep_reports(&suite, &kind);
-            panic!(
-                "{kind}: suite `{}` shard {index}/2 differs from its reviewed baseline; if intended, run `just snapshots` and review `git diff reports/`{kept}\n{}",
-                suite.name,
-                render_summary(&run.report)
-            );
-        }
-        runs.push(run);
+        runs.push(check_half(&suite, index, backend).await);
     }
+    check_table_of_halves(&suite, runs);
+}
+
+/// Shard `index` of 2 on `backend`: every limiter in it, every cell as in the baseline.
+async fn check_half(suite: &Suite, index: u32, backend: Arc<dyn Backend>) -> CiRun {
+    let options = CiOptions {
+        selection: Selection {
+            shard: Some(Shard { index, count: 2 }),
+            ..Selection::default()
+        },
+        ..CiOptions::default()
+    };
+    let kind = backend.name().to_owned();
+    let run = run_ci(suite, backend, &options).await.expect("the suite runs");
+    let limiters: BTreeSet<&str> = run.cells.iter().map(|c| c.limiter.as_str()).collect();
     assert_eq!(
+        limiters.len(),
         suite.limiters.len(),
-        limiter_harness::limiter::BUILTIN_NAMES.len(),
-        "every built-in is in the suite `{}`",
-        suite.name
+        "shard {index}/2 ({kind}) runs every limiter"
     );
+    if !run.report.identical {
+        let kept = keep_reports(suite, &kind);
+        panic!(
+            "{kind}: suite `{}` shard {index}/2 differs from its reviewed baseline; if intended, run `just snapshots` and review `git diff reports/`{kept}\n{}",
+            suite.name,
+            render_summary(&run.report)
+        );
+    }
+    run
+}
+
+/// The halves together: every cell of the suite, no baseline file without its cell, and the
+/// suite's table as they give it.
+fn check_table_of_halves(suite: &Suite, runs: Vec<CiRun>) {
     let (scenarios, names) = (runs[0].scenarios.clone(), runs[0].report.limiters.clone());
     let mut cells: Vec<Cell> = runs.into_iter().flat_map(|r| r.cells).collect();
     let position = |c: &Cell| {
@@ -108,7 +118,7 @@ async fn the_harness_suite_matches_its_reviewed_baseline_and_table_half_in_proce
     let all: Vec<(String, String)> = cells.iter().map(|c| (c.scenario.clone(), c.limiter.clone())).collect();
     let stale = stale_baseline_files(&suite.baseline, &all);
     assert!(stale.is_empty(), "baseline files without a cell: {stale:?}");
-    let now = suite_table(&suite, &scenarios, &names, &cells);
+    let now = suite_table(suite, &scenarios, &names, &cells);
     let table = suite.table.as_ref().expect("the suite has a table");
     let recorded = std::fs::read_to_string(table).unwrap();
     let first_difference = recorded

@@ -90,20 +90,18 @@ impl Selection {
 /// scenario and each limiter on both.
 fn shard_cells(cells: &[(String, String)], scenarios: &[Scenario], shard: Shard) -> Vec<(String, String)> {
     let wait = |name: &str| scenarios.iter().find(|s| s.name == name).map_or(0, expected_ms);
-    let mut ranked: Vec<&str> = Vec::new();
-    for (s, _) in cells {
-        if !ranked.contains(&s.as_str()) {
-            ranked.push(s);
+    fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+        let mut seen: Vec<&str> = Vec::new();
+        for name in names {
+            if !seen.contains(&name) {
+                seen.push(name);
+            }
         }
+        seen
     }
-    let first_seen: Vec<&str> = ranked.clone();
-    ranked.sort_by_key(|s| (std::cmp::Reverse(wait(s)), first_seen.iter().position(|x| x == s)));
-    let mut limiters: Vec<&str> = Vec::new();
-    for (_, l) in cells {
-        if !limiters.contains(&l.as_str()) {
-            limiters.push(l);
-        }
-    }
+    let mut ranked = distinct(cells.iter().map(|(s, _)| s.as_str()));
+    ranked.sort_by_key(|s| std::cmp::Reverse(wait(s))); // stable: table order among equals
+    let limiters = distinct(cells.iter().map(|(_, l)| l.as_str()));
     let rank = |s: &str| ranked.iter().position(|x| *x == s).unwrap_or(0);
     let column = |l: &str| limiters.iter().position(|x| *x == l).unwrap_or(0);
     cells
