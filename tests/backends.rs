@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_harness::SetupError;
-use limiter_harness::backend::{LABEL_RUN, UrlBackend, clean};
+use limiter_harness::backend::{Direct, LABEL_RUN, UrlBackend, clean};
 use limiter_harness::checker::Verdict;
 use limiter_harness::history::{Event, ServerRole, read_history};
 use limiter_harness::limiter::builtin;
@@ -633,4 +633,115 @@ async fn a_setup_on_a_users_server_touches_only_the_runs_own_keys() {
     let () = redis::cmd("SELECT").arg(3).query_async(&mut conn).await.unwrap();
     assert_eq!(keys(&mut conn, "*").await, ["users:key"]);
     server.stop().await;
+}
+
+/// The driver's direct connection (a burst worker's own) answers as a multiplexed one does:
+/// replies, server errors, transactions (a command refused while queuing fails the whole);
+/// it authenticates and selects the URL's database; a request cancelled half-way, or a
+/// connection the server closed, costs that request only: the next one is answered on a
+/// new socket, never with the stale reply of the one before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_direct_connection_answers_like_a_multiplexed_one_and_recovers_from_a_broken_socket() {
+    let server = TestServer::start(Kind::Process).await.unwrap();
+    let mut admin = server.conn().await;
+    let mut direct = Direct::connect(&server.url).await.unwrap();
+    direct_answers(&mut direct).await;
+    direct_recovers(&mut direct, &mut admin).await;
+    direct_authenticates(&server.url, &mut admin).await;
+    server.stop().await;
+}
+
+async fn direct_answers(direct: &mut Direct) {
+    let () = redis::cmd("SET")
+        .arg("d:text")
+        .arg("abc")
+        .query_async(direct)
+        .await
+        .unwrap();
+    let text: String = redis::cmd("GET").arg("d:text").query_async(direct).await.unwrap();
+    assert_eq!(text, "abc");
+    let refused = redis::cmd("INCR")
+        .arg("d:text")
+        .query_async::<i64>(direct)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("ERR"), "{refused}");
+    let (count, set): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("d:n")
+        .cmd("PEXPIRE")
+        .arg("d:n")
+        .arg(60_000)
+        .query_async(direct)
+        .await
+        .unwrap();
+    assert_eq!((count, set), (1, 1));
+    let aborted = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("d:n")
+        .cmd("NO-SUCH-COMMAND")
+        .query_async::<(i64, i64)>(direct)
+        .await;
+    assert!(aborted.is_err(), "{aborted:?}");
+    let n: i64 = redis::cmd("GET").arg("d:n").query_async(direct).await.unwrap();
+    assert_eq!(n, 1, "the aborted transaction did not run");
+}
+
+async fn direct_recovers(direct: &mut Direct, admin: &mut redis::aio::MultiplexedConnection) {
+    // Cancelled while its reply is awaited: the late reply must not answer the next request.
+    let mut blpop = redis::cmd("BLPOP");
+    blpop.arg("d:list").arg(0.3);
+    let blocked = blpop.query_async::<redis::Value>(direct);
+    assert!(tokio::time::timeout(Duration::from_millis(50), blocked).await.is_err());
+    let () = redis::cmd("RPUSH")
+        .arg("d:list")
+        .arg("late")
+        .query_async(admin)
+        .await
+        .unwrap();
+    let text: String = redis::cmd("GET").arg("d:text").query_async(direct).await.unwrap();
+    assert_eq!(text, "abc");
+
+    // Closed by the server: that request fails as a dropped connection, the next is answered.
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query_async(direct).await.unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(id)
+        .query_async(admin)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    let lost = redis::cmd("GET")
+        .arg("d:text")
+        .query_async::<String>(direct)
+        .await
+        .unwrap_err();
+    assert!(lost.is_connection_dropped(), "{lost}");
+    let text: String = redis::cmd("GET").arg("d:text").query_async(direct).await.unwrap();
+    assert_eq!(text, "abc");
+}
+
+/// The URL's password and database.
+async fn direct_authenticates(url: &str, admin: &mut redis::aio::MultiplexedConnection) {
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cret")
+        .query_async(admin)
+        .await
+        .unwrap();
+    let port = url.rsplit(':').next().unwrap();
+    let mut on_db3 = Direct::connect(&format!("redis://:s3cret@127.0.0.1:{port}/3"))
+        .await
+        .unwrap();
+    let info: String = redis::cmd("CLIENT").arg("INFO").query_async(&mut on_db3).await.unwrap();
+    assert!(info.contains(" db=3 "), "{info}");
+    assert!(
+        Direct::connect(&format!("redis://:wrong@127.0.0.1:{port}/3"))
+            .await
+            .is_err()
+    );
 }

@@ -342,20 +342,11 @@ async fn the_harness_computes_a_keys_slot_as_the_cluster_does() {
     cluster.stop().await.expect("stopped");
 }
 
-/// What does not run on a cluster yet is refused before traffic, saying so: an exec adapter
-/// (its traffic crosses the fault proxy, which fronts one server), and a server the harness
-/// did not start.
+/// A cluster scenario on a server the harness did not start is refused before traffic,
+/// saying what would run it.
 #[tokio::test(flavor = "multi_thread")]
-async fn what_does_not_run_on_a_cluster_yet_is_refused_by_name() {
-    let adapter = format!(
-        "exec:python3 {}",
-        limiter_harness_tests::example("python/fixed_window_fixed.py").display()
-    );
+async fn a_cluster_scenario_on_a_server_the_harness_did_not_start_is_refused_by_name() {
     let scenario = limiter_harness_tests::scenario("cluster-steady");
-    match limiter_harness_tests::try_run_spec(scenario.clone(), &adapter, Kind::Process).await {
-        Err(e @ SetupError::NotOnCluster { .. }) => assert!(e.to_string().contains("fault proxy"), "{e}"),
-        other => panic!("an exec adapter on a cluster: {other:?}"),
-    }
     let server = limiter_harness_tests::TestServer::start(Kind::Process)
         .await
         .expect("a server");
@@ -452,4 +443,57 @@ fn report_fault_time(events: &[limiter_harness::history::Event]) -> u64 {
             _ => None,
         })
         .expect("the reshard struck")
+}
+
+/// An exec adapter on a cluster: given a seed node and `REDIS_CLUSTER=1`, redis-py's
+/// `RedisCluster` finds every node through its fault proxy (each node announces its proxy's
+/// port), follows the reshard's `ASK` and `MOVED` there, and every command it sends is in the
+/// wire log with the node it went to.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exec_adapter_on_a_cluster_reaches_every_node_through_its_proxy() {
+    use limiter_harness::history::Event;
+    let adapter = format!(
+        "exec:python3 {}",
+        limiter_harness_tests::example("python/fixed_window_cluster.py").display()
+    );
+    let scenario = limiter_harness_tests::scenario("cluster-resharding");
+    let (report, dir) = limiter_harness_tests::run_spec(scenario, &adapter, Kind::Process, false)
+        .await
+        .expect("a process backend");
+    assert_eq!(
+        report.verdict,
+        limiter_harness::checker::Verdict::Valid,
+        "{:#?}",
+        report.invariants
+    );
+    let redirected = report.observed.cluster_replies.join("; ");
+    assert!(redirected.contains("MOVED"), "{redirected}");
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let mut nodes = std::collections::BTreeSet::new();
+    let mut decided_through = std::collections::BTreeSet::new();
+    for event in &events {
+        if let Event::Wire { node, request, .. } = event {
+            let node = node.expect("on a cluster every wire line names its node");
+            nodes.insert(node);
+            if request.is_some() {
+                decided_through.insert(node);
+            }
+        }
+    }
+    assert_eq!(nodes, (0..3).collect(), "every primary's proxy carried traffic");
+    assert_eq!(
+        decided_through,
+        (0..3).collect(),
+        "requests were attributed on every node"
+    );
+    let limiter = events.iter().find_map(|e| match e {
+        Event::Limiter { limiter, .. } => limiter.proxy.clone(),
+        _ => None,
+    });
+    assert!(
+        limiter
+            .as_deref()
+            .is_some_and(|p| p.contains("a fault proxy per cluster node")),
+        "{limiter:?}"
+    );
 }

@@ -522,7 +522,8 @@ async fn the_wire_log_is_cut_at_its_cap_and_a_long_pipeline_is_counted_not_liste
         inflight,
         recorder: recorder.clone(),
         clock,
-        wire: WireLog::new(cap),
+        wire: Arc::new(WireLog::new(cap)),
+        node: None,
     });
     let proxy = Proxy::start(&server.url, hook).await.unwrap();
     let mut conn = client(&proxy.url()).await;
@@ -576,4 +577,68 @@ async fn the_wire_log_is_cut_at_its_cap_and_a_long_pipeline_is_counted_not_liste
         .iter()
         .any(|e| matches!(e, Event::Wire { keys, .. } if keys.iter().any(|k| k == "lh-wire:late")));
     assert!(late, "a new key outside the layout after the cut has its line");
+}
+
+/// A replica that syncs through the proxy (as a cluster's replicas do once every node
+/// announces its proxy): its `PSYNC`, the `+FULLRESYNC`, the RDB payload and the replication
+/// stream after it pass through untouched, and writes on the primary reach the replica.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_syncs_through_the_proxy() {
+    let primary = TestServer::start(Kind::Process).await.unwrap();
+    let replica = TestServer::start(Kind::Process).await.unwrap();
+    let mut on_primary = primary.conn().await;
+    // The full sync starts after 2 s (not the default 5 s of waiting for more replicas);
+    // meanwhile the primary sends the replica a newline a second, before any reply.
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("repl-diskless-sync-delay")
+        .arg(2)
+        .query_async(&mut on_primary)
+        .await
+        .unwrap();
+    let () = redis::cmd("SET")
+        .arg("lh-sync:before")
+        .arg("1")
+        .query_async(&mut on_primary)
+        .await
+        .unwrap();
+    let proxy = Proxy::start(&primary.url, Arc::new(PassThrough)).await.unwrap();
+    let mut on_replica = replica.conn().await;
+    let () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(proxy.addr().port())
+        .query_async(&mut on_replica)
+        .await
+        .unwrap();
+    let () = redis::cmd("SET")
+        .arg("lh-sync:after")
+        .arg("2")
+        .query_async(&mut on_primary)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let synced = loop {
+        let got: (Option<String>, Option<String>) = redis::pipe()
+            .cmd("GET")
+            .arg("lh-sync:before")
+            .cmd("GET")
+            .arg("lh-sync:after")
+            .query_async(&mut on_replica)
+            .await
+            .unwrap();
+        if got == (Some("1".into()), Some("2".into())) || Instant::now() > deadline {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(&mut on_replica)
+        .await
+        .unwrap();
+    assert_eq!(synced, (Some("1".into()), Some("2".into())), "{info}");
+    assert!(info.contains("master_link_status:up"), "{info}");
+    proxy.stop().await;
+    replica.stop().await;
+    primary.stop().await;
 }

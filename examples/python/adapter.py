@@ -6,7 +6,8 @@ stdout. `serve(decide, name)` does the plumbing: it says hello, calls
 has `.id`, `.identity` and `.key`, the key the harness suggests) and maps Redis errors to
 error replies (connection problems as indeterminate: the command may have run). Any other
 exception from `decide` is one request's indeterminate error, its traceback on stderr: the
-adapter stays up, and the report names the request. It exits when stdin closes.
+adapter stays up, and the report names the request. It exits when stdin closes. On a Redis
+Cluster (`REDIS_CLUSTER=1`) the client is redis-py's `RedisCluster` (`connect()`).
 
 A limiter with keys of its own says so: `serve(..., keys=["app:{identity}:*"])`, and how long
 they may live, in windows (`ttl_max_windows=2`) or in milliseconds whatever the window
@@ -22,6 +23,7 @@ import traceback
 from collections import namedtuple
 
 import redis
+import redis.cluster
 
 # now_ms: the time on this instance's clock (protocol 2); use it instead of time.time(), so
 # that a scenario's clock-skew reaches the limiter. instance: which adapter process this is.
@@ -52,8 +54,18 @@ def plant_counter(client, request, limit, window_ms):
     return f"SET {request.key} {2 * limit} (no TTL)"
 
 
+def connect():
+    """The client for `REDIS_URL`: on a Redis Cluster (`REDIS_CLUSTER=1`, the URL a seed node)
+    redis-py's `RedisCluster`, which learns the nodes from `CLUSTER SLOTS` and follows `MOVED`
+    and `ASK`; otherwise a plain `Redis`."""
+    url = os.environ["REDIS_URL"]
+    if os.environ.get("REDIS_CLUSTER") == "1":
+        return redis.cluster.RedisCluster.from_url(url, socket_timeout=2)
+    return redis.Redis.from_url(url, socket_timeout=2)
+
+
 def serve(decide, name, *, client=None, algorithm="fixed-window", keys=None, ttl_max_windows=None, ttl_max_ms=None, plant=None):
-    client = client or redis.Redis.from_url(os.environ["REDIS_URL"], socket_timeout=2)
+    client = client or connect()
     limit, window_ms = limit_and_window()
     hello = {"protocol": 2, "name": name, "algorithm": algorithm}
     if keys:

@@ -86,6 +86,10 @@ pub enum SetupError {
     #[error("interrupted by a signal before the run started; nothing was left running")]
     Interrupted,
 
+    /// The run's own thread or runtime could not be started, or its thread died.
+    #[error("the run's thread: {0}")]
+    RunThread(String),
+
     #[error("could not start the Redis server ({backend}): {reason}")]
     ServerStart { backend: String, reason: String },
 

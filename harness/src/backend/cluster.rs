@@ -220,6 +220,37 @@ async fn form(cluster: &Cluster, replicas: usize) -> Result<(), SetupError> {
     .await
 }
 
+/// Make node `i` of `urls` announce `ports[i]` (its fault proxy's) as its client port, so
+/// that `MOVED`, `ASK` and `CLUSTER SLOTS`/`SHARDS`/`NODES` send clients there; its bus port
+/// stays its own (`cluster-port`). Returns once every node lists every node at its
+/// announced port (the cluster's gossip carries the change, within a second or so).
+pub async fn announce_ports(urls: &[String], ports: &[u16]) -> Result<(), SetupError> {
+    let mut conns = Vec::new();
+    for (url, port) in urls.iter().zip(ports) {
+        let mut conn = connect(url).await?;
+        let mut set = redis::cmd("CONFIG");
+        set.arg("SET").arg("cluster-announce-port").arg(port);
+        run::<()>(&mut conn, &set, "CONFIG SET cluster-announce-port").await?;
+        conns.push(conn);
+    }
+    let want: BTreeSet<u16> = ports.iter().copied().collect();
+    wait_until(
+        &mut conns,
+        "every node lists every node at its proxy's port",
+        move |_, nodes| announced_ports(nodes) == want,
+    )
+    .await
+}
+
+/// The client ports a `CLUSTER NODES` reply gives its nodes (`ip:port@cport[,hostname]`).
+fn announced_ports(nodes: &str) -> BTreeSet<u16> {
+    nodes
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|addr| addr.split('@').next()?.rsplit(':').next()?.parse().ok())
+        .collect()
+}
+
 /// Send one command; an error names it.
 pub(super) async fn run<T: redis::FromRedisValue>(
     conn: &mut MultiplexedConnection,

@@ -7,6 +7,7 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use super::direct::Direct;
 use super::settings::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::error::SetupError;
 
@@ -18,6 +19,8 @@ pub enum Conn {
     Node(MultiplexedConnection),
     /// A cluster: one connection per node, commands routed by slot.
     Cluster(ClusterConnection),
+    /// One server, one caller at a time, without a connection task (a burst worker's own).
+    Direct(Direct),
 }
 
 impl From<MultiplexedConnection> for Conn {
@@ -37,6 +40,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Node(conn) => conn.req_packed_command(cmd),
             Self::Cluster(conn) => conn.req_packed_command(cmd),
+            Self::Direct(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -49,6 +53,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Node(conn) => conn.req_packed_commands(pipeline, offset, count),
             Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Direct(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -56,6 +61,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Node(conn) => conn.get_db(),
             Self::Cluster(conn) => conn.get_db(),
+            Self::Direct(conn) => conn.get_db(),
         }
     }
 }
@@ -65,6 +71,7 @@ impl std::fmt::Debug for Conn {
         f.write_str(match self {
             Self::Node(_) => "Conn::Node",
             Self::Cluster(_) => "Conn::Cluster",
+            Self::Direct(_) => "Conn::Direct",
         })
     }
 }

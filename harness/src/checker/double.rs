@@ -178,9 +178,9 @@ fn retried_writes(input: &CheckInput<'_>) -> (Vec<Anomaly>, usize) {
                 key: fault.key.clone().unwrap_or_default(),
                 requests: vec![id],
                 seen: vec![
-                    format!("sent: {} (conn {})", dropped.commands.join(" | "), dropped.conn),
+                    format!("sent: {} ({})", dropped.commands.join(" | "), dropped.on()),
                     fault.effect.clone(),
-                    format!("sent again: {} (conn {})", again.commands.join(" | "), again.conn),
+                    format!("sent again: {} ({})", again.commands.join(" | "), again.on()),
                 ],
                 t_us: again.t_us,
                 because: format!(

@@ -297,6 +297,7 @@ impl HistoryBuilder {
     pub(crate) fn wire(mut self, t_ms: u64, request: u64, commands: &[&str]) -> Self {
         self.events.push(Event::Wire {
             t_us: us(t_ms),
+            node: None,
             conn: 1,
             request: Some(request),
             commands: commands.iter().map(|c| (*c).to_owned()).collect(),
@@ -309,6 +310,7 @@ impl HistoryBuilder {
     pub(crate) fn unattributed(mut self, t_ms: u64, keys: &[&str]) -> Self {
         self.events.push(Event::Wire {
             t_us: us(t_ms),
+            node: None,
             conn: 1,
             request: None,
             commands: keys.iter().map(|k| format!("INCR {k}")).collect(),

@@ -94,7 +94,7 @@ fn bench_scenario(args: &BenchArgs) -> Result<Scenario, SetupError> {
 async fn drive(args: &BenchArgs, limiter: Arc<dyn Limiter>, scenario: Scenario, url: &str) -> Result<f64, SetupError> {
     let dir =
         tempfile::tempdir().map_err(|e| SetupError::io("cannot create a temp dir in", std::env::temp_dir(), e))?;
-    runner::run(RunConfig {
+    runner::run_on_own_thread(RunConfig {
         scenario,
         limiter,
         backend: Arc::new(UrlBackend::new(url.to_owned())),

@@ -57,7 +57,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SetupError> {
             .join(&scenario.name)
             .join(matrix::sanitize(limiter.name()))
     });
-    let outcome = runner::run(RunConfig {
+    let outcome = runner::run_on_own_thread(RunConfig {
         scenario,
         limiter,
         backend,

@@ -129,7 +129,7 @@ impl ServerTrials {
             show_progress: false,
             reproduce: String::new(),
         };
-        match crate::matrix::run_on_own_thread(run).await {
+        match crate::runner::run_on_own_thread(run).await.map(|o| o.report) {
             Ok(report) => {
                 let result = TrialResult::from_report(&report, report_dir.clone());
                 if result.findings.is_empty() {

@@ -138,6 +138,10 @@ pub enum Event {
     /// connection, and the request they belong to when the proxy could tell.
     Wire {
         t_us: u64,
+        /// On a cluster, the node whose proxy the round trip crossed (its index: primaries
+        /// first, then each primary's replicas).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<u32>,
         conn: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
         request: Option<u64>,

@@ -186,9 +186,21 @@ pub struct PhaseSpan {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WireRecord {
     pub t_us: u64,
+    /// The cluster node whose proxy it crossed (none on one server).
+    pub node: Option<u32>,
     pub conn: u64,
     pub request: Option<u64>,
     pub commands: Vec<String>,
+}
+
+impl WireRecord {
+    /// Which connection it crossed: `conn 3`, or on a cluster `node 1 conn 3`.
+    pub fn on(&self) -> String {
+        match self.node {
+            Some(node) => format!("node {node} conn {}", self.conn),
+            None => format!("conn {}", self.conn),
+        }
+    }
 }
 
 /// A time the limiter's server could not answer (a server fault's [`Event::Outage`]).
@@ -367,6 +379,7 @@ impl HistoryIndex {
             }
             Event::Wire {
                 t_us,
+                node,
                 conn,
                 request,
                 commands,
@@ -377,6 +390,7 @@ impl HistoryIndex {
                 }
                 self.wire.push(WireRecord {
                     t_us,
+                    node,
                     conn,
                     request,
                     commands,

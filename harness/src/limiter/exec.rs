@@ -522,7 +522,13 @@ impl ExecSession {
 /// `sh -c COMMAND` in a process group of its own, with the run's environment.
 fn start_process(spec: &ExecSpec, env: &LimiterEnv, stderr_path: &Path) -> Result<Child, SetupError> {
     let stderr = std::fs::File::create(stderr_path).map_err(|e| SetupError::io("cannot create", stderr_path, e))?;
-    Command::new("sh")
+    let mut command = Command::new("sh");
+    if env.cluster {
+        command.env("REDIS_CLUSTER", "1");
+    } else {
+        command.env_remove("REDIS_CLUSTER");
+    }
+    command
         .arg("-c")
         .arg(&spec.command)
         .env("REDIS_URL", &env.redis_url)

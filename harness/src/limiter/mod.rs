@@ -67,8 +67,12 @@ pub type OnReply = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 
 /// What a limiter may need to start for one run.
 pub struct LimiterEnv {
-    /// Where its Redis traffic must go (the fault proxy when it needs one).
+    /// Where its Redis traffic must go (the fault proxy when it needs one; on a cluster, a
+    /// seed node: the first node's proxy).
     pub redis_url: String,
+    /// The server is a Redis Cluster: an adapter gets `REDIS_CLUSTER=1` and is to use its
+    /// language's cluster client.
+    pub cluster: bool,
     pub limit: Limit,
     pub recorder: Recorder,
     pub clock: RunClock,

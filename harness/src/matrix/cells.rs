@@ -127,15 +127,6 @@ pub enum CellError {
     /// The run could not start, or could not go on.
     #[error(transparent)]
     Run(#[from] Box<SetupError>),
-    /// The cell's own runtime could not be built.
-    #[error("starting the cell's runtime: {0}")]
-    Runtime(#[source] std::io::Error),
-    /// The cell's own thread could not be started.
-    #[error("starting the cell's thread: {0}")]
-    Thread(#[source] std::io::Error),
-    /// The cell's thread ended without a result.
-    #[error("the cell's thread died (a harness bug)")]
-    ThreadDied,
     /// The matrix was interrupted before the cell started.
     #[error("not run: the matrix was interrupted")]
     NotRun,
@@ -337,32 +328,12 @@ async fn run_cell(config: &MatrixConfig, server: &MatrixServer, scenario: &Scena
         show_progress: false,
         reproduce,
     };
-    cell.outcome = run_on_own_thread(run).await;
+    cell.outcome = runner::run_on_own_thread(run)
+        .await
+        .map(|o| o.report)
+        .map_err(|e| CellError::Run(Box::new(e)));
     cell.wall_ms = started.elapsed().as_millis() as u64;
     cell
-}
-
-/// Run one cell on a thread of its own with its own runtime: the operating system then
-/// shares the cores between cells, so a cell that mostly waits (and whose verdict depends
-/// on its timing) is not queued behind the tasks of a cell that floods the server.
-pub async fn run_on_own_thread(run: RunConfig) -> Result<Report, CellError> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new().name("matrix-cell".into()).spawn(move || {
-        let result = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(CellError::Runtime)
-            .and_then(|rt| {
-                rt.block_on(runner::run(run))
-                    .map(|o| o.report)
-                    .map_err(|e| CellError::Run(Box::new(e)))
-            });
-        let _ = tx.send(result);
-    });
-    if let Err(e) = spawned {
-        return Err(CellError::Thread(e));
-    }
-    rx.await.unwrap_or(Err(CellError::ThreadDied))
 }
 
 fn not_run(server: &MatrixServer, scenario: &Scenario, limiter: &MatrixLimiter) -> Cell {

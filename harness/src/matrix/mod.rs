@@ -7,8 +7,8 @@ mod plan;
 mod table;
 
 pub use cells::{
-    Cell, CellError, Expectation, MatrixConfig, MatrixLimiter, MatrixServer, expected_ms, run_matrix,
-    run_on_own_thread, sanitize, server_dir_name,
+    Cell, CellError, Expectation, MatrixConfig, MatrixLimiter, MatrixServer, expected_ms, run_matrix, sanitize,
+    server_dir_name,
 };
 pub use plan::{MatrixOutcome, default_jobs, jobs_for, outcome, select_scenarios, select_servers, table_context};
 pub use table::{TableContext, grid, render_table, short_label};

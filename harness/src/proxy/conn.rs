@@ -41,7 +41,7 @@ enum Pending {
     Reply(Action),
     /// An injected reply, in the place of a command that was not forwarded.
     Injected(Vec<u8>),
-    /// From here on the replies are not one per command (SUBSCRIBE, MONITOR): copy bytes.
+    /// From here on the replies are not one per command (SUBSCRIBE, MONITOR, PSYNC): copy bytes.
     Passthrough,
 }
 
@@ -194,7 +194,7 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
     /// One round trip: the commands measured at `spans` of `buf` are parsed (their weight
     /// taken from the budget first), shown to the hook, queued and forwarded as it says.
     /// `Ok(true)` when the rest of the connection is passed through as it is (SUBSCRIBE,
-    /// MONITOR): everything in `buf` went to the server.
+    /// MONITOR, PSYNC): everything in `buf` went to the server.
     async fn round_trip(&mut self, buf: &[u8], spans: &[Range<usize>]) -> Ends<bool> {
         let used = spans.last().map_or(0, |s| s.end);
         let parsed = used + spans.len() * PARSED;
@@ -209,16 +209,19 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
             .collect();
         let actions = self.hook.before_forward(self.conn, &trip).await;
         let switch = trip.iter().position(starts_passthrough);
+        // A sync's own reply is already the stream (newlines while the primary prepares it,
+        // then `+FULLRESYNC` and the payload); a subscription's is one reply of its own.
+        let queued = match switch {
+            Some(at) if trip[at].is("SYNC") || trip[at].is("PSYNC") => at,
+            Some(at) => at + 1,
+            None => spans.len(),
+        };
         drop(trip);
         self.lease.give(parsed);
-        let queued = switch.map_or(spans.len(), |at| at + 1);
         self.queue(&actions[..actions.len().min(queued)], queued, switch.is_some())?;
-        // Forwarded: the commands up to the switch, and with it everything after it.
-        let end = if switch.is_some() {
-            buf.len()
-        } else {
-            spans[queued - 1].end
-        };
+        // Forwarded: the commands whose replies are queued, and with a switch everything after.
+        let queued_end = queued.checked_sub(1).map_or(0, |last| spans[last].end);
+        let end = if switch.is_some() { buf.len() } else { queued_end };
         let answered = |i: usize| matches!(actions.get(i), Some(Action::Inject(_)));
         let bytes = if (0..queued).any(answered) {
             self.out.clear();
@@ -228,7 +231,7 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
                     self.out.extend_from_slice(&buf[span.clone()]);
                 }
             }
-            self.out.extend_from_slice(&buf[spans[queued - 1].end..end]);
+            self.out.extend_from_slice(&buf[queued_end..end]);
             &self.out[..]
         } else {
             &buf[..end]
@@ -263,8 +266,10 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
     }
 }
 
+/// After these the server's replies are not one per command: pub/sub messages, a monitor's
+/// feed, a replica's sync (its `+FULLRESYNC`, the RDB payload, the replication stream).
 fn starts_passthrough(command: &Command) -> bool {
-    ["SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "MONITOR"]
+    ["SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "MONITOR", "SYNC", "PSYNC"]
         .iter()
         .any(|name| command.is(name))
 }

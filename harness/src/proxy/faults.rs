@@ -20,7 +20,10 @@ pub struct NemesisHook {
     pub inflight: Arc<InFlight>,
     pub recorder: Recorder,
     pub clock: RunClock,
-    pub wire: WireLog,
+    /// Shared by the proxies of a cluster's nodes: one log, one cap.
+    pub wire: Arc<WireLog>,
+    /// The cluster node this hook's proxy fronts (none on one server).
+    pub node: Option<u32>,
 }
 
 /// A fault on a command queued inside MULTI … EXEC acts as a real server would on the
@@ -121,6 +124,7 @@ impl NemesisHook {
         if matches!(keep, Keep::Line | Keep::LineAndCut) {
             self.recorder.record(Event::Wire {
                 t_us,
+                node: self.node,
                 conn,
                 request,
                 commands,
@@ -183,10 +187,11 @@ impl ProxyHook for NemesisHook {
         self.recorder.record(Event::Problem {
             t_us: self.clock.now_us(),
             source: ProblemSource::FaultProxy,
-            detail: if conn == 0 {
-                detail
-            } else {
-                format!("connection {conn}: {detail}")
+            detail: match (self.node, conn) {
+                (None, 0) => detail,
+                (None, conn) => format!("connection {conn}: {detail}"),
+                (Some(node), 0) => format!("node {node}'s proxy: {detail}"),
+                (Some(node), conn) => format!("node {node}, connection {conn}: {detail}"),
             },
             fatal: false,
             noted: false,

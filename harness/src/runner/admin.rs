@@ -5,7 +5,7 @@
 
 use redis::aio::MultiplexedConnection;
 
-use crate::backend::{Conn, ServerHandle, connect, connect_client, connect_cluster};
+use crate::backend::{Conn, Direct, ServerHandle, connect, connect_client, connect_cluster};
 use crate::error::SetupError;
 
 pub struct Admin {
@@ -57,10 +57,12 @@ impl Admin {
     }
 }
 
-/// One connection of a limiter's: to the server (or the proxy), or a cluster connection.
-pub async fn connect_limiter(url: &str, cluster: Option<&[String]>) -> Result<Conn, SetupError> {
+/// One connection of a limiter's: to the server (or the proxy), multiplexed or `direct`
+/// (one caller at a time, see [`Direct`]), or a cluster connection.
+pub async fn connect_limiter(url: &str, cluster: Option<&[String]>, direct: bool) -> Result<Conn, SetupError> {
     match cluster {
         Some(seeds) => Ok(connect_cluster(seeds).await?.into()),
+        None if direct => Ok(Conn::Direct(Direct::connect(url).await?)),
         None => Ok(connect_client(url).await?.into()),
     }
 }

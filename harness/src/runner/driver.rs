@@ -51,6 +51,8 @@ pub struct Driver {
     pub url: String,
     /// A cluster's nodes, when `conns` are cluster connections found through them.
     pub cluster: Option<Vec<String>>,
+    /// `conns` are direct connections (each burst worker holds one of its own).
+    pub direct: bool,
     pub progress: Progress,
     /// Asks for a sample of the limiter's keys when a quarter, half and three quarters of a
     /// phase's requests are decided, and at the end of every phase that sent requests.
@@ -175,7 +177,7 @@ impl Driver {
 
     /// Replace a connection that was closed under the client.
     async fn reconnect(&self, instance: u32, slot: usize) {
-        let connect = super::admin::connect_limiter(&self.url, self.cluster.as_deref());
+        let connect = super::admin::connect_limiter(&self.url, self.cluster.as_deref(), self.direct);
         if let Ok(Ok(fresh)) = tokio::time::timeout(Duration::from_secs(1), connect).await {
             *self.conns[instance as usize][slot].lock().expect("connection slot") = fresh;
         }

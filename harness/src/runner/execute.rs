@@ -81,7 +81,8 @@ struct Link {
     /// Every instance (`[limit] instances`); the first speaks for the limiter
     /// ([`Link::limiter`]).
     instances: Vec<Arc<dyn Limiter>>,
-    proxy: Option<Proxy>,
+    /// The fault proxies: none, one in front of the server, or one per node of a cluster.
+    proxies: Vec<Proxy>,
     inflight: Option<Arc<InFlight>>,
     /// Where the limiter's connections go (the proxy, or the server).
     url: String,
@@ -175,7 +176,7 @@ pub async fn execute(
     };
     drive(config, &link, traffic, recorder, clock).await?;
     crate::limiter::stop_all(&link.instances).await;
-    if let Some(proxy) = link.proxy {
+    for proxy in link.proxies {
         proxy.stop().await;
     }
     if scenario.faults.iter().any(|f| {
@@ -295,7 +296,9 @@ impl Link {
 }
 
 /// Start the fault proxy when the limiter or the faults need it, then the limiter (an
-/// adapter process is spawned here and says hello).
+/// adapter process is spawned here and says hello). On a cluster, one proxy per node, each
+/// node announcing its proxy's port, so that the cluster's redirections and topology
+/// replies send clients through the proxies (the bus stays direct).
 async fn start_limiter_client(
     config: &RunConfig,
     url: &str,
@@ -305,25 +308,15 @@ async fn start_limiter_client(
     clock: RunClock,
     state: &mut RunState,
 ) -> Result<Link, SetupError> {
-    // (A cluster run never needs the proxy: `refuse_on_cluster` saw to it.)
-    let (proxy, inflight) = if config.via_proxy || nemesis.needs_proxy() || config.limiter.needs_proxy() {
+    let (proxies, inflight) = if config.via_proxy || nemesis.needs_proxy() || config.limiter.needs_proxy() {
         let inflight = Arc::new(InFlight::new());
-        let hook = Arc::new(NemesisHook {
-            nemesis: Arc::clone(nemesis),
-            inflight: Arc::clone(&inflight),
-            recorder: recorder.clone(),
-            clock,
-            wire: WireLog::default(),
-        });
-        let proxy = Proxy::start(url, hook).await.map_err(|e| SetupError::ServerStart {
-            backend: "fault proxy".into(),
-            reason: e.to_string(),
-        })?;
-        (Some(proxy), Some(inflight))
+        let proxies = start_proxies(url, cluster, nemesis, &inflight, recorder, clock).await?;
+        (proxies, Some(inflight))
     } else {
-        (None, None)
+        (Vec::new(), None)
     };
-    let client_url = proxy.as_ref().map_or_else(|| url.to_owned(), Proxy::url);
+    let proxy_urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
+    let client_url = proxy_urls.first().cloned().unwrap_or_else(|| url.to_owned());
     // One start per instance: an adapter process each; a built-in is the same code, with
     // connections of its own per instance (the driver's).
     for _ in 0..config.scenario.limit.instances {
@@ -331,6 +324,7 @@ async fn start_limiter_client(
             .limiter
             .start(&LimiterEnv {
                 redis_url: client_url.clone(),
+                cluster: cluster.is_some(),
                 limit: config.scenario.limit.clone(),
                 recorder: recorder.clone(),
                 clock,
@@ -346,13 +340,57 @@ async fn start_limiter_client(
             .unwrap_or_else(|| Arc::clone(&config.limiter));
         state.limiters.push(limiter);
     }
+    // On a cluster the driver's cluster connections find the nodes through the proxies too.
+    let cluster = cluster.map(|nodes| {
+        if proxy_urls.is_empty() {
+            nodes.to_vec()
+        } else {
+            proxy_urls
+        }
+    });
     Ok(Link {
         instances: state.limiters.clone(),
-        proxy,
+        proxies,
         inflight,
         url: client_url,
-        cluster: cluster.map(<[String]>::to_vec),
+        cluster,
     })
+}
+
+/// The fault proxy in front of the server; on a cluster one per node (primaries first), each
+/// node announcing its proxy's port. One wire log and one account of requests in flight for
+/// all of them.
+async fn start_proxies(
+    url: &str,
+    cluster: Option<&[String]>,
+    nemesis: &Arc<Nemesis>,
+    inflight: &Arc<InFlight>,
+    recorder: &Recorder,
+    clock: RunClock,
+) -> Result<Vec<Proxy>, SetupError> {
+    let wire = Arc::new(WireLog::default());
+    let nodes: Vec<&str> = cluster.map_or_else(|| vec![url], |c| c.iter().map(String::as_str).collect());
+    let mut proxies = Vec::new();
+    for (index, node) in nodes.iter().enumerate() {
+        let hook = Arc::new(NemesisHook {
+            nemesis: Arc::clone(nemesis),
+            inflight: Arc::clone(inflight),
+            recorder: recorder.clone(),
+            clock,
+            wire: Arc::clone(&wire),
+            node: cluster.map(|_| index as u32),
+        });
+        let proxy = Proxy::start(node, hook).await.map_err(|e| SetupError::ServerStart {
+            backend: "fault proxy".into(),
+            reason: e.to_string(),
+        })?;
+        proxies.push(proxy);
+    }
+    if let Some(cluster) = cluster {
+        let ports: Vec<u16> = proxies.iter().map(|p| p.addr().port()).collect();
+        crate::backend::announce_ports(cluster, &ports).await?;
+    }
+    Ok(proxies)
 }
 
 /// The run's key layout, now that the limiter has said what it declares: the proxy
@@ -368,12 +406,18 @@ fn decide_keys(
     if let Some(inflight) = &link.inflight {
         inflight.set_layout(layout.clone());
     }
-    let proxy = link.proxy.as_ref().map(|proxy| {
-        format!(
+    let addrs: Vec<String> = link.proxies.iter().map(|p| p.addr().to_string()).collect();
+    let proxy = match addrs.len() {
+        0 => None,
+        1 => Some(format!(
             "the limiter's traffic went through the fault proxy at {} (faults at command boundaries; wire log in the history)",
-            proxy.addr()
-        )
-    });
+            addrs[0]
+        )),
+        _ => Some(format!(
+            "the limiter's traffic went through a fault proxy per cluster node, at {} (node by node, as each node announces it; faults at command boundaries; wire log in the history, each line with its node)",
+            addrs.join(", ")
+        )),
+    };
     recorder.record(super::limiter_event(
         link.limiter().as_ref(),
         (layout.clone(), note),
@@ -692,7 +736,8 @@ async fn drive(
         expiry,
     } = traffic;
     let scenario = &config.scenario;
-    let conns = driver_conns(scenario, &link.url, link.cluster.as_deref()).await?;
+    let direct = link.cluster.is_none() && workers_own_connections(scenario);
+    let conns = driver_conns(scenario, &link.url, link.cluster.as_deref(), direct).await?;
     let progress = Progress::new(schedule.total_requests(), config.show_progress);
     let wire_hook: Arc<dyn GapHook> = if link.inflight.is_some() {
         Arc::new(NoFaults)
@@ -719,6 +764,7 @@ async fn drive(
         conns,
         url: link.url.clone(),
         cluster: link.cluster.clone(),
+        direct,
         progress: progress.clone(),
         sample_now,
         expiry,
@@ -737,12 +783,31 @@ async fn drive(
     Ok(())
 }
 
+/// Whether every request of the run is sent by a burst worker with a connection of its own:
+/// every phase that sends requests is a burst with `concurrency <= connections` (worker `k`
+/// uses connection `k`). The driver's connections are then direct, as each of
+/// redis-benchmark's clients is: no connection task between a worker and its socket. Steady
+/// phases (any identity's request on any connection, each at its time, whatever is in
+/// flight) and bursts whose workers share connections multiplex.
+fn workers_own_connections(scenario: &crate::scenario::Scenario) -> bool {
+    scenario.phases.iter().all(|p| match p.kind {
+        PhaseKind::Burst {
+            concurrency,
+            connections,
+            ..
+        } => concurrency <= connections,
+        PhaseKind::Steady { .. } => false,
+        PhaseKind::Quiet { .. } => true,
+    })
+}
+
 /// The driver's connections: per limiter instance, as many as the widest burst (at least 4);
 /// on a cluster, cluster connections.
 async fn driver_conns(
     scenario: &crate::scenario::Scenario,
     url: &str,
     cluster: Option<&[String]>,
+    direct: bool,
 ) -> Result<Vec<Vec<std::sync::Mutex<Conn>>>, SetupError> {
     let pool = scenario
         .phases
@@ -756,7 +821,7 @@ async fn driver_conns(
         .max(4);
     let instances = scenario.limit.instances as usize;
     let conns: Vec<Conn> =
-        futures::future::try_join_all((0..pool * instances).map(|_| connect_limiter(url, cluster))).await?;
+        futures::future::try_join_all((0..pool * instances).map(|_| connect_limiter(url, cluster, direct))).await?;
     let mut conns = conns.into_iter();
     Ok((0..instances)
         .map(|_| conns.by_ref().take(pool).map(std::sync::Mutex::new).collect())

@@ -94,6 +94,29 @@ pub struct RunOutcome {
     pub history_error: Option<HistoryError>,
 }
 
+/// [`run`] on a thread of its own with a single-threaded runtime, as every run is made
+/// (`run`, each cell of `matrix` and `ci`, `bench`), so that one verdict is reached the same
+/// way by each command. The operating system then shares the cores between a run and what
+/// else runs (the server, other cells), and the run's tasks never wake each other across
+/// threads: on two cores shared with the server, a second runtime thread costs the driver
+/// a fifth of its throughput (docs/performance.md).
+pub async fn run_on_own_thread(config: RunConfig) -> Result<RunOutcome, SetupError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("run".into())
+        .spawn(move || {
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| SetupError::RunThread(format!("cannot start its runtime: {e}")))
+                .and_then(|rt| rt.block_on(run(config)));
+            let _ = tx.send(result);
+        })
+        .map_err(|e| SetupError::RunThread(format!("cannot start it: {e}")))?;
+    rx.await
+        .unwrap_or_else(|_| Err(SetupError::RunThread("it died without a result (a harness bug)".into())))
+}
+
 /// Run the scenario. Setup problems are errors; everything the limiter does, good or bad,
 /// is in the returned report — judged from the run's history alone ([`judge_history`]).
 pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
@@ -343,8 +366,10 @@ fn refuse_disruption(config: &RunConfig) -> Result<(), SetupError> {
     })
 }
 
-/// A cluster scenario runs on a cluster the harness starts, with a limiter that reaches it
-/// through a cluster client: refused before any server starts otherwise.
+/// A cluster scenario runs on a cluster the harness starts (refused before any server starts
+/// otherwise). Its limiter reaches the cluster through a cluster client: the `redis` crate's
+/// for a built-in, its language's for an exec adapter (`REDIS_CLUSTER=1`), through a fault
+/// proxy per node when it needs the proxy.
 fn refuse_on_cluster(config: &RunConfig) -> Result<(), SetupError> {
     if !config.scenario.server.topology.is_cluster() {
         return Ok(());
@@ -356,15 +381,6 @@ fn refuse_on_cluster(config: &RunConfig) -> Result<(), SetupError> {
                 config.backend.reproduce_flags()
             ),
             help: "a cluster scenario runs on a cluster the harness starts: use --backend process or container".into(),
-        });
-    }
-    if config.via_proxy || config.limiter.needs_proxy() {
-        return Err(SetupError::NotOnCluster {
-            what: format!(
-                "limiter `{}` through the fault proxy (an exec adapter, or --via-proxy)",
-                config.limiter.name()
-            ),
-            help: "on a cluster the built-in and Lua limiters run, through the redis crate's cluster client".into(),
         });
     }
     Ok(())
