@@ -497,3 +497,69 @@ async fn an_exec_adapter_on_a_cluster_reaches_every_node_through_its_proxy() {
         "{limiter:?}"
     );
 }
+
+/// The faults on a command's reply run on a cluster, in the proxy of the node the command went
+/// to: a `TRYAGAIN` and a `CLUSTERDOWN` injected on two identities' commands strike on the
+/// primaries that own their keys, and the run is judged (the cluster client retries them or
+/// surfaces them: it never admits on them).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_error_is_injected_by_the_proxy_of_the_node_that_owns_the_key() {
+    use limiter_harness::history::Event;
+    let path = limiter_harness_tests::scenario_path("cluster-steady");
+    let text = std::fs::read_to_string(&path).unwrap()
+        + "\n[[fault]]\nkind = \"inject-error\"\nidentity = 0\nrequest = 5\nerror = \"TRYAGAIN\"\ntimes = 2\n\
+           \n[[fault]]\nkind = \"inject-error\"\nidentity = 1\nrequest = 10\nerror = \"CLUSTERDOWN\"\n";
+    let text = text.replace("invariants = [", "invariants = [\"errors-surfaced\", ");
+    let scenario = limiter_harness::scenario::parse_scenario(&path, &text).expect("parses");
+    let (report, dir) = limiter_harness_tests::run(scenario, "lua-fixed-window", Kind::Process)
+        .await
+        .expect("a process backend");
+    assert_ne!(
+        report.verdict,
+        limiter_harness::checker::Verdict::Unknown,
+        "{:#?}",
+        report.invariants
+    );
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let struck: Vec<(usize, u64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Fault {
+                fault,
+                request: Some(id),
+                ..
+            } => Some((*fault, *id)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(struck.iter().filter(|(f, _)| *f == 0).count(), 2, "{struck:?}");
+    assert_eq!(struck.iter().filter(|(f, _)| *f == 1).count(), 1, "{struck:?}");
+    for (fault, id) in struck {
+        let identity = fault as u32;
+        let key = format!("rl:{identity}");
+        let owner = limiter_harness::backend::primary_of_slot(limiter_harness::backend::key_slot(key.as_bytes()), 3);
+        let nodes: Vec<Option<u32>> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Wire {
+                    node, request: Some(r), ..
+                } if *r == id => Some(*node),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            !nodes.is_empty() && nodes.iter().all(|n| *n == Some(owner as u32)),
+            "request #{id} of {key}: wire lines on nodes {nodes:?}, its key on node {owner}"
+        );
+    }
+    let surfaced = report
+        .invariants
+        .iter()
+        .find(|c| c.invariant == limiter_harness::scenario::Invariant::ErrorsSurfaced)
+        .expect("checked");
+    assert_eq!(
+        surfaced.verdict,
+        limiter_harness::checker::Verdict::Valid,
+        "{surfaced:#?}"
+    );
+}

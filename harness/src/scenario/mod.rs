@@ -16,10 +16,10 @@ pub use load::{
     open_scenario, parse_scenario, shipped_names, shipped_text, toml_files,
 };
 pub use model::{
-    Algorithm, CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect, FailoverConnections,
-    Fault, FaultKind, GapFault, GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence,
-    Phase, PhaseKind, Pick, Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup, Spacing,
-    Topology, WINDOW_MS_RANGE,
+    Algorithm, CLUSTER_ERRORS, CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect,
+    FailoverConnections, Fault, FaultKind, GapFault, GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit,
+    MemoryPressure, Persistence, Phase, PhaseKind, Pick, Scenario, ServerAction, ServerConfig, ServerErrorPolicy,
+    ServerFault, Setup, Spacing, Topology, WINDOW_MS_RANGE,
 };
 pub use ttl::TtlMax;
 

@@ -833,6 +833,15 @@ pub const INJECTABLE_ERRORS: [(&str, &str); 5] = [
     ),
 ];
 
+/// The errors of a Redis Cluster `inject-error` knows too (on one server as well: a client
+/// that meets them there has a cluster client's handling to show), with the server's text.
+/// Not among the errors `explore` draws from.
+pub const CLUSTER_ERRORS: [(&str, &str); 3] = [
+    ("CLUSTERDOWN", "CLUSTERDOWN The cluster is down"),
+    ("TRYAGAIN", "TRYAGAIN Multiple keys request during rehashing of slot"),
+    ("CROSSSLOT", "CROSSSLOT Keys in request don't hash to the same slot"),
+];
+
 /// A fault of the server itself: at `after_ms` from the start of `phase`, the nemesis acts
 /// on the limiter's server (a backend the harness started; a server at a URL refuses them).
 #[derive(Debug, Clone, Serialize)]

@@ -9,10 +9,10 @@ use toml::Spanned;
 use super::error::ScenarioError;
 use super::file::{CheckFile, FaultFile, LimitFile, PhaseFile, ScenarioFile, ServerFile, SetupFile};
 use super::model::{
-    CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect, FailoverConnections, Fault,
-    FaultKind, GapFault, GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence, Phase,
-    PhaseKind, Pick, REQUESTS_PER_RUN_MAX, Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault, Setup,
-    Spacing, Topology,
+    CLUSTER_ERRORS, CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect, FailoverConnections,
+    Fault, FaultKind, GapFault, GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit, MemoryPressure, Persistence,
+    Phase, PhaseKind, Pick, REQUESTS_PER_RUN_MAX, Scenario, ServerAction, ServerConfig, ServerErrorPolicy, ServerFault,
+    Setup, Spacing, Topology,
 };
 use crate::keys::{KeyLayout, LayoutSource};
 
@@ -410,6 +410,8 @@ fn check_cluster_faults(
                 true
             }
             Fault::MemoryPressure(p) => p.target == CacheTarget::CacheServer,
+            // Applied by the fault proxy in front of each node.
+            Fault::OnCommand(_) => true,
             _ => false,
         };
         if !runs {
@@ -419,7 +421,7 @@ fn check_cluster_faults(
                     format!("fault `{}` does not run on topology = \"cluster\" yet", fault.kind().name()),
                 )
                 .with_help(
-                    "on a cluster: reshard, clock-skew, and memory-pressure with target = \"cache-server\"; or drop `topology = \"cluster\"` to run it on one server",
+                    "on a cluster: reshard, clock-skew, the faults on a command's reply (delay-reply, drop-reply, inject-error, reset-connection), and memory-pressure with target = \"cache-server\"; or drop `topology = \"cluster\"` to run it on one server",
                 ));
         }
     }
@@ -957,13 +959,14 @@ fn resolve_command_fault(
         FaultKind::DropReply => CommandFaultAction::DropReply,
         FaultKind::ResetConnection => CommandFaultAction::ResetConnection,
         _ => {
-            let known = INJECTABLE_ERRORS.map(|(k, _)| k).join(", ");
+            let errors = INJECTABLE_ERRORS.iter().chain(&CLUSTER_ERRORS);
+            let known = errors.clone().map(|(k, _)| *k).collect::<Vec<_>>().join(", ");
             let error = f.error.as_ref().ok_or_else(|| {
                 src.error(&f.kind, "an inject-error fault needs `error`")
                     .with_help(format!("one of: {known}"))
             })?;
             let name = error.get_ref().to_uppercase();
-            let Some((_, text)) = INJECTABLE_ERRORS.iter().find(|(k, _)| *k == name) else {
+            let Some((_, text)) = errors.clone().find(|(k, _)| *k == name) else {
                 return Err(src
                     .error(error, format!("unknown error `{}`", error.get_ref()))
                     .with_help(format!("one of: {known}")));

@@ -1216,6 +1216,16 @@ fn a_fault_that_does_not_run_on_a_cluster_yet_is_refused_at_its_kind() {
     let skewed =
         on_server("topology = \"cluster\"") + "\n[[fault]]\nkind = \"clock-skew\"\ninstance = 0\noffset_ms = 100\n";
     assert!(parse_ok(&skewed).server.topology.is_cluster());
+    // A fault on a command's reply runs there (a fault proxy per node), a cluster's errors too.
+    let injected = on_server("topology = \"cluster\"")
+        + "\n[[fault]]\nkind = \"inject-error\"\nidentity = 0\nerror = \"clusterdown\"\n";
+    let s = parse_ok(&injected);
+    assert!(
+        matches!(&s.faults[0], super::Fault::OnCommand(f)
+            if f.action == super::CommandFaultAction::InjectError { error: "CLUSTERDOWN The cluster is down".into() }),
+        "{:?}",
+        s.faults
+    );
 }
 
 #[test]
