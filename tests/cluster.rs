@@ -563,3 +563,59 @@ async fn a_cluster_error_is_injected_by_the_proxy_of_the_node_that_owns_the_key(
         "{surfaced:#?}"
     );
 }
+
+/// `cluster-failover-lost-writes` with a Python adapter on redis-py's `RedisCluster`: the
+/// replicas sync through their primaries' proxies, identity 0's is held back and its replica
+/// takes over; the client follows to the new primary through its proxy, and the counter's
+/// rollback is found and put on the failover.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_failover_loses_the_held_writes_and_the_checkers_put_the_reset_on_it() {
+    use limiter_harness::checker::Verdict;
+    use limiter_harness::history::Event;
+    use limiter_harness::scenario::Invariant;
+    let adapter = format!(
+        "exec:python3 {}",
+        limiter_harness_tests::example("python/fixed_window_cluster.py").display()
+    );
+    let scenario = limiter_harness_tests::scenario("cluster-failover-lost-writes");
+    let (report, dir) = limiter_harness_tests::run_spec(scenario, &adapter, Kind::Process, false)
+        .await
+        .expect("a process backend");
+    let reset = report
+        .invariants
+        .iter()
+        .find(|c| c.invariant == Invariant::NoCounterReset)
+        .expect("checked");
+    assert_eq!(reset.verdict, Verdict::Invalid, "{reset:#?}");
+    assert!(
+        reset.summary.contains("promoted by fault 0"),
+        "the reset is put on the failover: {}",
+        reset.summary
+    );
+    assert!(
+        report.faults[0].outcome.contains("then CLUSTER FAILOVER TAKEOVER"),
+        "{}",
+        report.faults[0].outcome
+    );
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let struck_us = report_fault_time(&events);
+    // After the failover the adapter's requests reach the promoted replica (a node after the
+    // three primaries) through its proxy.
+    let promoted: std::collections::BTreeSet<u32> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Wire {
+                t_us,
+                node: Some(node),
+                request: Some(_),
+                ..
+            } if *t_us > struck_us && *node >= 3 => Some(*node),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        promoted.len(),
+        1,
+        "requests decided on the promoted replica: {promoted:?}"
+    );
+}

@@ -9,14 +9,14 @@
 
 use super::{Anomaly, CheckInput, CheckResult, Verdict, ms};
 use crate::history::{Outage, Outcome, Request};
-use crate::scenario::{FaultKind, Invariant, ServerErrorPolicy};
+use crate::scenario::{Invariant, ServerErrorPolicy};
 
 pub fn fails_as_declared(input: &CheckInput<'_>) -> CheckResult {
     let h = input.history;
     let policy = input.config.on_server_error;
     // A failover's outage (a hold or a write pause before the promotion) is a time the
     // primary still answered: not judged here.
-    let outages: Vec<&Outage> = h.outages.iter().filter(|o| o.kind != FaultKind::Failover).collect();
+    let outages: Vec<&Outage> = h.outages.iter().filter(|o| !o.kind.fails_over()).collect();
     if outages.is_empty() {
         return CheckResult::unknown(
             Invariant::FailsAsDeclared,

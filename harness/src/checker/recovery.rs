@@ -93,7 +93,8 @@ fn is_server_fault(kind: FaultKind) -> bool {
         | FaultKind::ScriptFlush
         | FaultKind::ClientKill
         | FaultKind::Failover
-        | FaultKind::Reshard => true,
+        | FaultKind::Reshard
+        | FaultKind::NodeFailover => true,
         FaultKind::ExpireBetweenRoundTrips
         | FaultKind::StallBetweenRoundTrips
         | FaultKind::ClientDiesBetweenRoundTrips

@@ -502,7 +502,7 @@ fn failover_between<'h>(history: &'h HistoryIndex, a: &Request, b: &Request) -> 
     history
         .outages
         .iter()
-        .find(|o| o.kind == FaultKind::Failover && a.invoke_us <= o.end_us && o.end_us <= b.end_us())
+        .find(|o| o.fails_over_between(a.invoke_us, b.end_us()))
 }
 
 fn drop_anomaly(key: &str, a: &Request, b: &Request, kind: &str, how: &str) -> Anomaly {

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use super::{Anomaly, ms};
 use crate::history::{HistoryIndex, Request};
-use crate::scenario::FaultKind;
 
 /// Notifications are seen a little after the fact: requests this close to a window's end
 /// are not counted in either window.
@@ -43,7 +42,7 @@ fn why_over(history: &HistoryIndex, first: &Request, last: &Request) -> String {
     match history
         .outages
         .iter()
-        .find(|o| o.kind == FaultKind::Failover && first.invoke_us <= o.end_us && o.end_us <= last.end_us())
+        .find(|o| o.fails_over_between(first.invoke_us, last.end_us()))
     {
         Some(o) => format!(
             "a failover in between (fault {}): the promoted replica had not received the earlier admissions",

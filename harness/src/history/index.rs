@@ -220,6 +220,19 @@ impl Outage {
     pub fn within(&self, from_us: u64, to_us: u64) -> bool {
         from_us <= self.start_us && self.end_us <= to_us
     }
+
+    /// Whether this failover comes between a request sent at `sent_us` and one that ended at
+    /// `ended_us`, so that what the second saw may lack what the first wrote. One server's
+    /// failover is the moment its endpoint moved (`end_us`); a cluster node's spans from the
+    /// promotion to when the demoted primary had synced from the new one, and any overlap
+    /// counts (until then the demoted node still shows what was lost).
+    pub fn fails_over_between(&self, sent_us: u64, ended_us: u64) -> bool {
+        match self.kind {
+            FaultKind::Failover => sent_us <= self.end_us && self.end_us <= ended_us,
+            FaultKind::NodeFailover => sent_us <= self.end_us && self.start_us <= ended_us,
+            _ => false,
+        }
+    }
 }
 
 /// One thing the nemesis did.

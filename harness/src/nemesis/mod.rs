@@ -5,14 +5,17 @@
 //! ([`rules::CommandRule`]) are applied by the fault proxy ([`crate::proxy`]), which asks
 //! the same [`Nemesis`] for gap strikes too: one set of rules, two places to apply them.
 
+mod fault_error;
 mod flood;
 mod gap;
 mod gate;
+mod node_failover;
 mod rules;
 mod server;
 
+pub use fault_error::FaultError;
 pub use flood::{CACHE_PREFIX, CacheFlood, FloodTotals};
 pub use gap::{GapHook, GapOutcome, Nemesis, NoFaults};
 pub use gate::Hold;
 pub use rules::{CommandRule, GapMatch, GapRule};
-pub use server::{FaultError, ServerNemesis, clients};
+pub use server::{ServerNemesis, clients};

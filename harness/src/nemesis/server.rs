@@ -6,12 +6,14 @@
 use std::time::Duration;
 
 use futures::future::join_all;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::fault_error::FaultError;
+use super::node_failover::node_failover;
 use crate::backend::{BackendError, HARNESS_CLIENT_NAME, configure_after_restart, connect};
 use crate::backend::{ServerHandle, key_slot, move_slot, socket_addr};
 use crate::clock::RunClock;
-use crate::error::SetupError;
 use crate::history::{Event, ProblemSource, Recorder};
 use crate::keys::KeyLayout;
 use redis::aio::MultiplexedConnection;
@@ -30,6 +32,8 @@ pub struct ServerNemesis<'a> {
     /// Each identity's first key the run's layout names in full (a reshard moves its slot);
     /// `None` when every template has a wildcard part.
     keys: Vec<Option<String>>,
+    /// On a cluster behind fault proxies, each node's replication hold (its proxy's).
+    holds: Vec<watch::Sender<bool>>,
 }
 
 impl<'a> ServerNemesis<'a> {
@@ -61,7 +65,15 @@ impl<'a> ServerNemesis<'a> {
             recorder,
             clock,
             keys,
+            holds: Vec::new(),
         }
+    }
+
+    /// Each node's replication hold, in the cluster's node order (the fault proxies'): what a
+    /// `node-failover` with writes to lose holds.
+    pub fn with_replication_holds(mut self, holds: Vec<watch::Sender<bool>>) -> Self {
+        self.holds = holds;
+        self
     }
 
     /// Strike every server fault of `phase` at its moment, while the phase runs; a fault
@@ -100,6 +112,10 @@ impl<'a> ServerNemesis<'a> {
                 connections,
             } => self.failover(lose_writes_ms, connections, &mut outage).await,
             ServerAction::Reshard { identity, migrating_ms } => self.reshard(identity, migrating_ms).await,
+            ServerAction::NodeFailover {
+                identity,
+                lose_writes_ms,
+            } => self.node_failover(identity, lose_writes_ms, &mut outage).await,
         };
         match struck {
             Ok(effect) => {
@@ -182,6 +198,24 @@ impl<'a> ServerNemesis<'a> {
             "moved slot {} (identity {identity}'s key `{key}`) from the primary at {} to the one at {}: {} key(s) moved with MIGRATE, TTLs kept; the slot migrated for {migrating_ms} ms (ASK), then belonged to its new primary (MOVED)",
             moved.slot, moved.from, moved.to, moved.keys_moved
         ))
+    }
+
+    async fn node_failover(
+        &self,
+        identity: u32,
+        lose_writes_ms: u64,
+        outage: &mut Option<(u64, u64, u64)>,
+    ) -> Result<String, FaultError> {
+        let cluster = self.server.as_cluster().ok_or(FaultError::NotACluster)?;
+        let key = self
+            .keys
+            .get(identity as usize)
+            .cloned()
+            .flatten()
+            .ok_or(FaultError::NoKeyToMove { identity })?;
+        let done = node_failover(cluster, &key, lose_writes_ms, &self.holds, || self.clock.now_us()).await?;
+        *outage = Some((done.started_us, done.agreed_us, done.agreed_us));
+        Ok(done.effect)
     }
 
     async fn script_flush(&self) -> Result<String, FaultError> {
@@ -363,37 +397,6 @@ async fn close_connections(
     Ok(closed)
 }
 
-/// Why a server fault could not strike (recorded as a fatal problem of the run).
-#[derive(Debug, thiserror::Error)]
-pub enum FaultError {
-    /// The server, or a command to it, failed.
-    #[error(transparent)]
-    Backend(#[from] BackendError),
-    /// The harness could not connect to the server, or configure it again.
-    #[error(transparent)]
-    Setup(#[from] Box<SetupError>),
-    /// A failover on a server started without a replica.
-    #[error("the server has no replica to fail over to (a scenario with a failover fault starts one)")]
-    NoReplica,
-    /// The replica had not caught up with the write-paused primary in time.
-    #[error("the replica had not caught up within {timeout_s} s")]
-    NotCaughtUp { timeout_s: u64 },
-    /// A reshard of an identity whose key the layout does not name in full.
-    #[error(
-        "identity {identity}'s keys are named with a wildcard part in the layout: which slot to move is unknown (describe them with `keys` templates without `*`)"
-    )]
-    NoKeyToMove { identity: u32 },
-    /// A reshard on a server that is not a cluster.
-    #[error("a reshard needs a cluster (topology = \"cluster\")")]
-    NotACluster,
-}
-
-impl From<SetupError> for FaultError {
-    fn from(error: SetupError) -> Self {
-        Self::Setup(Box::new(error))
-    }
-}
-
 /// Whether the server comes back from the fault with its keys.
 fn outage_keeps_keys(action: ServerAction) -> bool {
     match action {
@@ -402,7 +405,8 @@ fn outage_keeps_keys(action: ServerAction) -> bool {
         | ServerAction::ScriptFlush
         | ServerAction::ClientKill
         | ServerAction::Failover { .. }
-        | ServerAction::Reshard { .. } => true,
+        | ServerAction::Reshard { .. }
+        | ServerAction::NodeFailover { .. } => true,
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::budget::{Budget, Lease, RESTING, Refused};
@@ -41,8 +41,11 @@ enum Pending {
     Reply(Action),
     /// An injected reply, in the place of a command that was not forwarded.
     Injected(Vec<u8>),
-    /// From here on the replies are not one per command (SUBSCRIBE, MONITOR, PSYNC): copy bytes.
+    /// From here on the replies are not one per command (SUBSCRIBE, MONITOR): copy bytes.
     Passthrough,
+    /// From here on the connection is a replica's sync and replication stream (SYNC, PSYNC):
+    /// copy bytes, except while replication is held ([`super::Proxy::hold_replication`]).
+    Replication,
 }
 
 impl Pending {
@@ -57,7 +60,7 @@ impl Pending {
     fn weight(&self) -> usize {
         match self {
             Pending::Injected(reply) => QUEUED + reply.len(),
-            Pending::Reply(_) | Pending::Passthrough => QUEUED,
+            Pending::Reply(_) | Pending::Passthrough | Pending::Replication => QUEUED,
         }
     }
 }
@@ -69,6 +72,7 @@ pub async fn serve(
     conn: u64,
     stop: CancellationToken,
     budget: Arc<Budget>,
+    hold: watch::Receiver<bool>,
 ) {
     let _ = client.set_nodelay(true);
     let server = match TcpStream::connect(&upstream).await {
@@ -83,7 +87,7 @@ pub async fn serve(
         }
     };
     let _ = server.set_nodelay(true);
-    relay(client.into_split(), server.into_split(), hook, conn, stop, budget).await;
+    relay(client.into_split(), server.into_split(), hook, conn, stop, budget, hold).await;
     // Dropping both halves of both sockets closes the connection on both sides.
 }
 
@@ -97,6 +101,7 @@ pub(super) async fn relay<CR, CW, SR, SW>(
     conn: u64,
     stop: CancellationToken,
     budget: Arc<Budget>,
+    hold: watch::Receiver<bool>,
 ) where
     CR: AsyncRead + Unpin,
     CW: AsyncWrite + Unpin,
@@ -121,6 +126,7 @@ pub(super) async fn relay<CR, CW, SR, SW>(
         out: Vec::new(),
         lease: &lease,
         taken: 0,
+        hold,
     };
     let replies = replies(server_read, rx, downstream);
     let why = tokio::select! {
@@ -209,16 +215,24 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
             .collect();
         let actions = self.hook.before_forward(self.conn, &trip).await;
         let switch = trip.iter().position(starts_passthrough);
+        let sync = switch.is_some_and(|at| trip[at].is("SYNC") || trip[at].is("PSYNC"));
         // A sync's own reply is already the stream (newlines while the primary prepares it,
         // then `+FULLRESYNC` and the payload); a subscription's is one reply of its own.
         let queued = match switch {
-            Some(at) if trip[at].is("SYNC") || trip[at].is("PSYNC") => at,
+            Some(at) if sync => at,
             Some(at) => at + 1,
             None => spans.len(),
         };
         drop(trip);
         self.lease.give(parsed);
-        self.queue(&actions[..actions.len().min(queued)], queued, switch.is_some())?;
+        let then = switch.map(|_| {
+            if sync {
+                Pending::Replication
+            } else {
+                Pending::Passthrough
+            }
+        });
+        self.queue(&actions[..actions.len().min(queued)], queued, then)?;
         // Forwarded: the commands whose replies are queued, and with a switch everything after.
         let queued_end = queued.checked_sub(1).map_or(0, |last| spans[last].end);
         let end = if switch.is_some() { buf.len() } else { queued_end };
@@ -247,9 +261,9 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
     /// Tells the reply side what to do with the replies of `count` commands (`actions` may be
     /// shorter: the rest are forwarded), then that the connection switches to pass-through.
     /// The entries' weight is taken from the budget first. A reset ends the connection.
-    fn queue(&self, actions: &[Action], count: usize, switch: bool) -> Ends<()> {
-        let weight =
-            (0..count).map(|i| Pending::weight_of(actions.get(i))).sum::<usize>() + if switch { QUEUED } else { 0 };
+    fn queue(&self, actions: &[Action], count: usize, switch: Option<Pending>) -> Ends<()> {
+        let weight = (0..count).map(|i| Pending::weight_of(actions.get(i))).sum::<usize>()
+            + if switch.is_some() { QUEUED } else { 0 };
         self.lease.take(weight).map_err(refused)?;
         for i in 0..count {
             let pending = match actions.get(i).cloned().unwrap_or(Action::Forward) {
@@ -259,8 +273,8 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
             };
             self.tx.send(pending).map_err(|_| None)?;
         }
-        if switch {
-            self.tx.send(Pending::Passthrough).map_err(|_| None)?;
+        if let Some(switch) = switch {
+            self.tx.send(switch).map_err(|_| None)?;
         }
         Ok(())
     }
@@ -281,6 +295,8 @@ struct Downstream<'a, W> {
     lease: &'a Lease,
     /// The weight of the queue entries taken since the last flush, given back at the next.
     taken: usize,
+    /// Whether a replica's stream is held (see [`Pending::Replication`]).
+    hold: watch::Receiver<bool>,
 }
 
 impl<W: AsyncWrite + Unpin> Downstream<'_, W> {
@@ -336,7 +352,35 @@ async fn replies<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 let _ = tokio::io::copy(&mut server, &mut down.client).await;
                 return Err(None);
             }
+            Pending::Replication => {
+                down.push(&buf)?;
+                down.flush().await?;
+                return replicate(&mut server, &mut down).await;
+            }
             Pending::Reply(action) => reply(&mut server, &mut buf, &mut down, action).await?,
+        }
+    }
+}
+
+/// A replica's stream, copied as it comes except while replication is held: then nothing is
+/// read from the primary (its writes wait in its output buffer) until the hold is lifted.
+async fn replicate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    server: &mut R,
+    down: &mut Downstream<'_, W>,
+) -> Ends<()> {
+    let mut chunk = vec![0u8; READ_CHUNK];
+    loop {
+        if down.hold.wait_for(|held| !held).await.is_err() {
+            return Err(None);
+        }
+        let read = tokio::select! {
+            read = server.read(&mut chunk) => read,
+            // Held while waiting: stop reading at once.
+            _ = down.hold.wait_for(|held| *held) => continue,
+        };
+        match read {
+            Ok(0) | Err(_) => return Err(None),
+            Ok(n) => down.client.write_all(&chunk[..n]).await.map_err(|_| None)?,
         }
     }
 }
@@ -420,6 +464,7 @@ mod tests {
             1,
             CancellationToken::new(),
             budget,
+            watch::channel(false).1,
         )
         .await;
     }

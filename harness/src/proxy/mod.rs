@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -82,6 +83,8 @@ pub struct Proxy {
     task: Option<std::thread::JoinHandle<()>>,
     connections: Arc<AtomicU64>,
     budget: Arc<Budget>,
+    /// Whether replicas' streams through this proxy are held.
+    replication: watch::Sender<bool>,
 }
 
 impl Proxy {
@@ -110,6 +113,7 @@ impl Proxy {
         let stop = CancellationToken::new();
         let connections = Arc::new(AtomicU64::new(0));
         let budget = Arc::new(Budget::new(budget));
+        let (replication, held) = watch::channel(false);
         // A thread and a single-threaded runtime of its own: both directions of every
         // connection are polled on one core without cross-thread wake-ups, and the proxy
         // does not compete with the run's own tasks for the run's workers.
@@ -120,6 +124,7 @@ impl Proxy {
             stop: stop.clone(),
             connections: Arc::clone(&connections),
             budget: Arc::clone(&budget),
+            held,
         };
         let task = std::thread::Builder::new()
             .name("fault-proxy".into())
@@ -131,7 +136,24 @@ impl Proxy {
             task: Some(task),
             connections,
             budget,
+            replication,
         })
+    }
+
+    /// Hold the replication streams through this proxy (a cluster's replicas sync through
+    /// their primary's proxy): the replicas fall behind, and what the primary acknowledges
+    /// meanwhile reaches no replica until [`Proxy::release_replication`].
+    pub fn hold_replication(&self) {
+        self.replication.send_replace(true);
+    }
+
+    pub fn release_replication(&self) {
+        self.replication.send_replace(false);
+    }
+
+    /// The switch [`Proxy::hold_replication`] turns, for a fault that holds it from elsewhere.
+    pub fn replication_hold(&self) -> watch::Sender<bool> {
+        self.replication.clone()
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -184,6 +206,7 @@ struct Accept {
     stop: CancellationToken,
     connections: Arc<AtomicU64>,
     budget: Arc<Budget>,
+    held: watch::Receiver<bool>,
 }
 
 impl Accept {
@@ -228,6 +251,7 @@ impl Accept {
                         id,
                         self.stop.clone(),
                         Arc::clone(&self.budget),
+                        self.held.clone(),
                     ));
                 }
                 Some(_) = live.join_next(), if !live.is_empty() => {}

@@ -34,7 +34,14 @@ impl Admin {
         };
         let mut nodes = Vec::new();
         for url in cluster.primary_urls() {
-            nodes.push((url.to_owned(), connect(url).await?));
+            let mut conn = connect(url).await?;
+            // A primary a node failover demotes goes on answering the samples' reads.
+            let readonly: redis::RedisResult<()> = redis::cmd("READONLY").query_async(&mut conn).await;
+            readonly.map_err(|e| SetupError::Connect {
+                url: url.to_owned(),
+                reason: format!("READONLY: {e}"),
+            })?;
+            nodes.push((url.to_owned(), conn));
         }
         let seeds: Vec<String> = cluster.urls().into_iter().map(str::to_owned).collect();
         Ok(Self {

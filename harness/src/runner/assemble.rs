@@ -181,6 +181,17 @@ fn server_spec(fault: &ServerFault) -> String {
         ServerAction::Pause { pause_ms } => format!("server-pause for {pause_ms} ms"),
         ServerAction::ScriptFlush => "script-flush".to_owned(),
         ServerAction::ClientKill => "client-kill of the limiter's connections".to_owned(),
+        ServerAction::NodeFailover {
+            identity,
+            lose_writes_ms,
+        } => {
+            let how = if lose_writes_ms == 0 {
+                "a clean CLUSTER FAILOVER".to_owned()
+            } else {
+                format!("replication held back {lose_writes_ms} ms first, then TAKEOVER")
+            };
+            format!("node-failover: identity {identity}'s primary to its replica ({how})")
+        }
         ServerAction::Reshard { identity, migrating_ms } => {
             format!("reshard: identity {identity}'s slot to the next primary, migrating for {migrating_ms} ms")
         }

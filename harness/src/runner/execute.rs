@@ -168,7 +168,8 @@ pub async fn execute(
             events_on,
             recorder.clone(),
             clock,
-        ),
+        )
+        .with_replication_holds(link.proxies.iter().map(Proxy::replication_hold).collect()),
         layout: &layout,
         floods: &floods,
         sample_now,
@@ -308,7 +309,11 @@ async fn start_limiter_client(
     clock: RunClock,
     state: &mut RunState,
 ) -> Result<Link, SetupError> {
-    let (proxies, inflight) = if config.via_proxy || nemesis.needs_proxy() || config.limiter.needs_proxy() {
+    let wanted = config.via_proxy
+        || nemesis.needs_proxy()
+        || config.limiter.needs_proxy()
+        || config.scenario.holds_replication();
+    let (proxies, inflight) = if wanted {
         let inflight = Arc::new(InFlight::new());
         let proxies = start_proxies(url, cluster, nemesis, &inflight, recorder, clock).await?;
         (proxies, Some(inflight))

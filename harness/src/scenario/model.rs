@@ -92,6 +92,23 @@ impl Scenario {
             .sum()
     }
 
+    /// Whether a `node-failover` holds replication back: the replicas then sync through the
+    /// fault proxy of their primary, which the run starts whatever the limiter.
+    pub fn holds_replication(&self) -> bool {
+        self.faults.iter().any(|f| {
+            matches!(
+                f,
+                Fault::Server(ServerFault {
+                    action: ServerAction::NodeFailover {
+                        lose_writes_ms: 1..,
+                        ..
+                    },
+                    ..
+                })
+            )
+        })
+    }
+
     /// Whether a failover fault needs a replica beside the limiter's server.
     pub fn needs_replica(&self) -> bool {
         self.faults.iter().any(|f| f.kind() == FaultKind::Failover)
@@ -364,7 +381,8 @@ impl Rescale {
                     ServerAction::Pause { pause_ms } => {
                         *pause_ms = self.ms(*pause_ms, &format!("fault {i}'s pause_ms"), 600_000);
                     }
-                    ServerAction::Failover { lose_writes_ms, .. } => {
+                    ServerAction::Failover { lose_writes_ms, .. }
+                    | ServerAction::NodeFailover { lose_writes_ms, .. } => {
                         *lose_writes_ms = self.ms(*lose_writes_ms, &format!("fault {i}'s lose_writes_ms"), 60_000);
                     }
                     ServerAction::Reshard { migrating_ms, .. } => {
@@ -659,6 +677,7 @@ pub enum FaultKind {
     ClockSkew,
     Failover,
     Reshard,
+    NodeFailover,
 }
 
 impl FaultKind {
@@ -681,7 +700,13 @@ impl FaultKind {
     ];
 
     /// The kinds that run on a Redis Cluster only.
-    pub const ON_A_CLUSTER: [FaultKind; 1] = [Self::Reshard];
+    pub const ON_A_CLUSTER: [FaultKind; 2] = [Self::Reshard, Self::NodeFailover];
+
+    /// A failover, of one server's endpoint or of a cluster node: acknowledged writes may be
+    /// lost, and what follows is the new primary's.
+    pub fn fails_over(self) -> bool {
+        matches!(self, Self::Failover | Self::NodeFailover)
+    }
 
     /// The kind a scenario file names.
     pub fn parse(name: &str) -> Option<Self> {
@@ -708,6 +733,7 @@ impl FaultKind {
             Self::ClockSkew => "clock-skew",
             Self::Failover => "failover",
             Self::Reshard => "reshard",
+            Self::NodeFailover => "node-failover",
         }
     }
 }
@@ -877,6 +903,12 @@ pub enum ServerAction {
     /// `migrating_ms` (clients get `ASK`, multi-key commands `TRYAGAIN`), then `SETSLOT NODE`
     /// on every primary (clients get `MOVED`).
     Reshard { identity: u32, migrating_ms: u64 },
+    /// On a cluster with replicas: the primary of `identity`'s key fails over to its replica.
+    /// With `lose_writes_ms`, replication is held back that long in the primary's fault proxy
+    /// first and the replica takes over at once (`CLUSTER FAILOVER TAKEOVER`): the writes the
+    /// primary acknowledged meanwhile are lost. With 0, a clean `CLUSTER FAILOVER` (the
+    /// replica catches up first).
+    NodeFailover { identity: u32, lose_writes_ms: u64 },
 }
 
 /// What a failover does to the connections open at that moment.
@@ -909,6 +941,7 @@ impl ServerAction {
             Self::ClientKill => FaultKind::ClientKill,
             Self::Failover { .. } => FaultKind::Failover,
             Self::Reshard { .. } => FaultKind::Reshard,
+            Self::NodeFailover { .. } => FaultKind::NodeFailover,
         }
     }
 }

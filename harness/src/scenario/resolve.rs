@@ -113,16 +113,17 @@ pub(super) fn resolve(file: &ScenarioFile, src: &Source<'_>) -> Result<Scenario,
         .collect::<Result<Vec<_>, _>>()?;
     if server.topology.is_cluster() {
         check_cluster_faults(file, server.topology, &faults, src)?;
-    } else if let Some((_, spanned)) = faults
+    } else if let Some((fault, spanned)) = faults
         .iter()
         .zip(&file.faults)
-        .find(|(f, _)| f.kind() == FaultKind::Reshard)
+        .find(|(f, _)| FaultKind::ON_A_CLUSTER.contains(&f.kind()))
     {
+        let what = match fault.kind() {
+            FaultKind::Reshard => "a reshard fault moves a slot between a cluster's primaries",
+            _ => "a node-failover fault promotes a cluster primary's replica (`failover` is one server's)",
+        };
         return Err(src
-            .error(
-                &spanned.get_ref().kind,
-                "a reshard fault moves a slot between a cluster's primaries",
-            )
+            .error(&spanned.get_ref().kind, what)
             .with_help("add `topology = \"cluster\"` to [server]"));
     }
     let setup = file
@@ -409,6 +410,17 @@ fn check_cluster_faults(
                 }
                 true
             }
+            Fault::Server(s) if s.action.kind() == FaultKind::NodeFailover => {
+                if let Topology::Cluster { replicas: 0, .. } = topology {
+                    return Err(src
+                        .error(
+                            &spanned.get_ref().kind,
+                            "a node-failover promotes a primary's replica: this cluster has none",
+                        )
+                        .with_help("set `replicas = 1` in [server]"));
+                }
+                true
+            }
             Fault::MemoryPressure(p) => p.target == CacheTarget::CacheServer,
             // Applied by the fault proxy in front of each node.
             Fault::OnCommand(_) => true,
@@ -421,7 +433,7 @@ fn check_cluster_faults(
                     format!("fault `{}` does not run on topology = \"cluster\" yet", fault.kind().name()),
                 )
                 .with_help(
-                    "on a cluster: reshard, clock-skew, the faults on a command's reply (delay-reply, drop-reply, inject-error, reset-connection), and memory-pressure with target = \"cache-server\"; or drop `topology = \"cluster\"` to run it on one server",
+                    "on a cluster: reshard, node-failover, clock-skew, the faults on a command's reply (delay-reply, drop-reply, inject-error, reset-connection), and memory-pressure with target = \"cache-server\"; or drop `topology = \"cluster\"` to run it on one server",
                 ));
         }
     }
@@ -719,7 +731,8 @@ fn resolve_fault(
         | FaultKind::ScriptFlush
         | FaultKind::ClientKill
         | FaultKind::Failover
-        | FaultKind::Reshard => resolve_server_fault(f, kind, limit, phases, src).map(Fault::Server),
+        | FaultKind::Reshard
+        | FaultKind::NodeFailover => resolve_server_fault(f, kind, limit, phases, src).map(Fault::Server),
         FaultKind::ClockSkew => resolve_clock_skew(f, limit, src).map(Fault::ClockSkew),
     }
 }
@@ -780,7 +793,7 @@ fn resolve_clock_skew(f: &FaultFile, limit: &Limit, src: &Source<'_>) -> Result<
     })
 }
 
-const SERVER_TAKES: &str = "phase, after_ms (server-restart: persistence; server-pause: pause_ms; failover: lose_writes_ms, connections; reshard: identity, migrating_ms)";
+const SERVER_TAKES: &str = "phase, after_ms (server-restart: persistence; server-pause: pause_ms; failover: lose_writes_ms, connections; reshard: identity, migrating_ms; node-failover: identity, lose_writes_ms)";
 
 /// A fault of the server itself: the phase it strikes in and when, from the phase's start.
 fn resolve_server_fault(
@@ -791,8 +804,10 @@ fn resolve_server_fault(
     src: &Source<'_>,
 ) -> Result<ServerFault, ScenarioError> {
     let what = format!("{kind} fault");
-    if kind != FaultKind::Reshard {
+    if kind != FaultKind::Reshard && kind != FaultKind::NodeFailover {
         src.not_for(&f.identity, "identity", &what, SERVER_TAKES)?;
+    }
+    if kind != FaultKind::Reshard {
         src.not_for(&f.migrating_ms, "migrating_ms", &what, SERVER_TAKES)?;
     }
     src.not_for(&f.request, "request", &what, SERVER_TAKES)?;
@@ -813,8 +828,10 @@ fn resolve_server_fault(
     if kind != FaultKind::ServerRestart {
         src.not_for(&f.persistence, "persistence", &what, SERVER_TAKES)?;
     }
-    if kind != FaultKind::Failover {
+    if kind != FaultKind::Failover && kind != FaultKind::NodeFailover {
         src.not_for(&f.lose_writes_ms, "lose_writes_ms", &what, SERVER_TAKES)?;
+    }
+    if kind != FaultKind::Failover {
         src.not_for(&f.connections, "connections", &what, SERVER_TAKES)?;
     }
     let phase = f.phase.as_ref().ok_or_else(|| {
@@ -840,6 +857,20 @@ fn resolve_server_fault(
         after_ms,
         action,
     })
+}
+
+/// A failover's `connections` (default `stay`).
+fn failover_connections(f: &FaultFile, src: &Source<'_>) -> Result<FailoverConnections, ScenarioError> {
+    let Some(c) = f.connections.as_ref() else {
+        return Ok(FailoverConnections::Stay);
+    };
+    match c.get_ref().as_str() {
+        "stay" => Ok(FailoverConnections::Stay),
+        "move" => Ok(FailoverConnections::Move),
+        other => Err(src.error(c, format!("unknown connections `{other}`")).with_help(
+            "one of: stay (open connections stay with the demoted node and get READONLY), move (they are closed; the client reconnects to the new primary)",
+        )),
+    }
 }
 
 /// What a server fault does: the fields each kind takes.
@@ -885,23 +916,22 @@ fn server_action(
                 None => 200,
             },
         },
+        FaultKind::NodeFailover => ServerAction::NodeFailover {
+            identity: match &f.identity {
+                Some(id) => identity_in(id, limit, src)?,
+                None => 0,
+            },
+            lose_writes_ms: match &f.lose_writes_ms {
+                Some(v) => src.in_range(v, "lose_writes_ms", 0..=60_000)?,
+                None => 0,
+            },
+        },
         FaultKind::Failover => ServerAction::Failover {
             lose_writes_ms: match &f.lose_writes_ms {
                 Some(v) => src.in_range(v, "lose_writes_ms", 0..=60_000)?,
                 None => 0,
             },
-            connections: match f.connections.as_ref() {
-                None => FailoverConnections::Stay,
-                Some(c) => match c.get_ref().as_str() {
-                    "stay" => FailoverConnections::Stay,
-                    "move" => FailoverConnections::Move,
-                    other => {
-                        return Err(src.error(c, format!("unknown connections `{other}`")).with_help(
-                            "one of: stay (open connections stay with the demoted node and get READONLY), move (they are closed; the client reconnects to the new primary)",
-                        ));
-                    }
-                },
-            },
+            connections: failover_connections(f, src)?,
         },
         _ => ServerAction::ClientKill,
     })

@@ -1265,3 +1265,44 @@ fn a_reshard_resolves_on_a_cluster_with_its_defaults_and_is_refused_on_one_serve
     let err = parse_err(&text);
     assert!(err.message.contains("`migrating_ms` does not apply"), "{err}");
 }
+
+#[test]
+fn a_node_failover_resolves_on_a_cluster_with_replicas_and_is_refused_elsewhere() {
+    use super::ServerAction;
+    let fault = "\n[[fault]]\nkind = \"node-failover\"\nphase = \"steady-1\"\nafter_ms = 50\nlose_writes_ms = 300\n";
+    let s = parse_ok(&(on_server("topology = \"cluster\"\nreplicas = 1") + fault));
+    assert_eq!(
+        s.faults[0].server().expect("a server fault").action,
+        ServerAction::NodeFailover {
+            identity: 0,
+            lose_writes_ms: 300
+        }
+    );
+    assert!(s.holds_replication());
+    let clean =
+        parse_ok(&(on_server("topology = \"cluster\"\nreplicas = 1") + &fault.replace("lose_writes_ms = 300\n", "")));
+    assert!(!clean.holds_replication(), "a clean failover holds nothing");
+    let text = on_server("topology = \"cluster\"") + fault;
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"node-failover\""),
+        &["this cluster has none"],
+    );
+    assert_help_has(&err, "replicas = 1");
+    let text = on_server("maxmemory_policy = \"noeviction\"") + fault;
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        locate(&text, "\"node-failover\""),
+        &["promotes a cluster primary's replica"],
+    );
+    let text = on_server("topology = \"cluster\"\nreplicas = 1") + fault + "connections = \"move\"\n";
+    assert!(
+        parse_err(&text).message.contains("`connections` does not apply"),
+        "{}",
+        parse_err(&text)
+    );
+}
