@@ -20,7 +20,7 @@ pub enum FaultError {
     NotCaughtUp { timeout_s: u64 },
     /// A reshard of an identity whose key the layout does not name in full.
     #[error(
-        "identity {identity}'s keys are named with a wildcard part in the layout: which slot to move is unknown (describe them with `keys` templates without `*`)"
+        "identity {identity}'s keys are named with a wildcard part in the layout: which slot the fault acts on is unknown (describe them with `keys` templates without `*`)"
     )]
     NoKeyToMove { identity: u32 },
     /// A reshard or node failover on a server that is not a cluster.

@@ -44,8 +44,9 @@ pub async fn node_failover(
         let hold = holds.get(primary).ok_or(FaultError::NoProxyToHold)?;
         hold.send_replace(true);
         tokio::time::sleep(Duration::from_millis(lose_writes_ms)).await;
-        let behind = offset(&mut conns[primary], "master_repl_offset").await?
-            - offset(&mut conns[replica], "slave_repl_offset").await?;
+        let behind = repl_offset(&mut conns[primary], "master_repl_offset")
+            .await?
+            .saturating_sub(repl_offset(&mut conns[replica], "slave_repl_offset").await?);
         format!(
             "replication held back {lose_writes_ms} ms in the primary's proxy (the replica {behind} bytes behind), then CLUSTER FAILOVER TAKEOVER"
         )
@@ -173,8 +174,8 @@ async fn cluster_nodes(conn: &mut MultiplexedConnection) -> Result<String, Fault
     Ok(nodes)
 }
 
-/// A replication offset from `INFO replication` (0 when absent).
-async fn offset(conn: &mut MultiplexedConnection, field: &str) -> Result<i64, FaultError> {
+/// A field of `INFO replication` (0 when absent, as a replica's master offset is).
+pub(super) async fn repl_offset(conn: &mut MultiplexedConnection, field: &str) -> Result<u64, BackendError> {
     let info: String = redis::cmd("INFO")
         .arg("replication")
         .query_async(conn)

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::fault_error::FaultError;
-use super::node_failover::node_failover;
+use super::node_failover::{node_failover, repl_offset};
 use crate::backend::{BackendError, HARNESS_CLIENT_NAME, configure_after_restart, connect};
 use crate::backend::{ServerHandle, key_slot, move_slot, socket_addr};
 use crate::clock::RunClock;
@@ -187,17 +187,22 @@ impl<'a> ServerNemesis<'a> {
     /// Move the slot of `identity`'s key to the next primary, its keys with it.
     async fn reshard(&self, identity: u32, migrating_ms: u64) -> Result<String, FaultError> {
         let cluster = self.server.as_cluster().ok_or(FaultError::NotACluster)?;
-        let key = self
-            .keys
-            .get(identity as usize)
-            .cloned()
-            .flatten()
-            .ok_or(FaultError::NoKeyToMove { identity })?;
+        let key = self.key_of(identity)?;
         let moved = move_slot(cluster, key_slot(key.as_bytes()), Duration::from_millis(migrating_ms)).await?;
         Ok(format!(
             "moved slot {} (identity {identity}'s key `{key}`) from the primary at {} to the one at {}: {} key(s) moved with MIGRATE, TTLs kept; the slot migrated for {migrating_ms} ms (ASK), then belonged to its new primary (MOVED)",
             moved.slot, moved.from, moved.to, moved.keys_moved
         ))
+    }
+
+    /// The key of `identity` the layout names in full: its slot is the one a cluster fault
+    /// acts on.
+    fn key_of(&self, identity: u32) -> Result<String, FaultError> {
+        self.keys
+            .get(identity as usize)
+            .cloned()
+            .flatten()
+            .ok_or(FaultError::NoKeyToMove { identity })
     }
 
     async fn node_failover(
@@ -207,12 +212,7 @@ impl<'a> ServerNemesis<'a> {
         outage: &mut Option<(u64, u64, u64)>,
     ) -> Result<String, FaultError> {
         let cluster = self.server.as_cluster().ok_or(FaultError::NotACluster)?;
-        let key = self
-            .keys
-            .get(identity as usize)
-            .cloned()
-            .flatten()
-            .ok_or(FaultError::NoKeyToMove { identity })?;
+        let key = self.key_of(identity)?;
         let done = node_failover(cluster, &key, lose_writes_ms, &self.holds, || self.clock.now_us()).await?;
         *outage = Some((done.started_us, done.agreed_us, done.agreed_us));
         Ok(done.effect)
@@ -328,20 +328,6 @@ async fn command(conn: &mut MultiplexedConnection, words: &[&str]) -> Result<(),
         .await
         .map(drop)
         .map_err(BackendError::command(words.join(" ")))
-}
-
-/// A field of `INFO replication` (0 when absent, as a replica's master offset is).
-async fn repl_offset(conn: &mut MultiplexedConnection, field: &str) -> Result<u64, BackendError> {
-    let info: String = redis::cmd("INFO")
-        .arg("replication")
-        .query_async(conn)
-        .await
-        .map_err(BackendError::command("INFO replication"))?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0))
 }
 
 /// Wait until the replica has processed everything the (write-paused) primary sent.
