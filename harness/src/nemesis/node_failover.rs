@@ -40,9 +40,11 @@ pub async fn node_failover(
     }
     let (primary, primary_id) = serving(&mut conns, slot).await?;
     let replica = replica_of(&mut conns, &primary_id).await?;
+    // Released however this ends (an error included): replication is never left held.
+    let mut _held = None;
     let how = if lose_writes_ms > 0 {
         let hold = holds.get(primary).ok_or(FaultError::NoProxyToHold)?;
-        hold.send_replace(true);
+        _held = Some(Held::new(hold));
         tokio::time::sleep(Duration::from_millis(lose_writes_ms)).await;
         let behind = repl_offset(&mut conns[primary], "master_repl_offset")
             .await?
@@ -73,9 +75,7 @@ pub async fn node_failover(
         },
         Err(e) => Err(BackendError::command("CLUSTER FAILOVER")(e).into()),
     };
-    if let Some(hold) = holds.get(primary) {
-        hold.send_replace(false);
-    }
+    drop(_held);
     agreed?;
     let agreed_us = now_us();
     Ok(NodeFailover {
@@ -86,6 +86,22 @@ pub async fn node_failover(
         started_us,
         agreed_us,
     })
+}
+
+/// A primary's replication held until this is dropped.
+struct Held<'a>(&'a watch::Sender<bool>);
+
+impl<'a> Held<'a> {
+    fn new(hold: &'a watch::Sender<bool>) -> Self {
+        hold.send_replace(true);
+        Self(hold)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.send_replace(false);
+    }
 }
 
 /// The node serving `slot` now, and its id.
