@@ -138,6 +138,29 @@ async fn every_node_agrees(cluster: &Cluster) {
         };
         let expected = if index < cluster.primaries { "master" } else { "slave" };
         assert_eq!(role, expected, "node {index}");
+        // Each primary started with an epoch of its own (a replica reports its primary's): a
+        // replica that takes over claims its primary's slots with a higher one.
+        let info = text(&mut c, &["CLUSTER", "INFO"]).await;
+        let epoch = info.lines().find_map(|l| l.strip_prefix("cluster_my_epoch:"));
+        let replicas = cluster.nodes.len() / cluster.primaries - 1;
+        let primary = if index < cluster.primaries {
+            index
+        } else {
+            (index - cluster.primaries) / replicas
+        };
+        assert_eq!(
+            epoch.map(str::trim),
+            Some((primary + 1).to_string().as_str()),
+            "node {index}: {info}"
+        );
+        // A replica has synced with its primary.
+        if index >= cluster.primaries {
+            let replication = text(&mut c, &["INFO", "replication"]).await;
+            assert!(
+                replication.contains("master_link_status:up"),
+                "node {index}: {replication}"
+            );
+        }
     }
 }
 
@@ -617,5 +640,56 @@ async fn a_node_failover_loses_the_held_writes_and_the_checkers_put_the_reset_on
         promoted.len(),
         1,
         "requests decided on the promoted replica: {promoted:?}"
+    );
+}
+
+/// `cluster-node-pause` with `lua-fixed-window`, its window shortened to 2010 ms so that
+/// identity 0's key expires on the promoted replica after the pause: the cluster fails the
+/// stopped primary over (the outage says so, the effect names the replica), and the observer
+/// follows the promotion. The expiry is heard from the new primary as `expired`; the `del`
+/// the old one replays as its replica is not taken for a reset.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_pause_fails_the_primary_over_and_the_observer_follows_the_promoted_replica() {
+    use limiter_harness::checker::Verdict;
+    use limiter_harness::history::Event;
+    use limiter_harness::scenario::parse_scenario;
+    let path = limiter_harness_tests::scenario_path("cluster-node-pause");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("window_ms = 20000"), "the catalog's window");
+    let scenario = parse_scenario(&path, &text.replace("window_ms = 20000", "window_ms = 2010")).unwrap();
+    let (report, dir) = limiter_harness_tests::run(scenario, "lua-fixed-window", Kind::Process)
+        .await
+        .expect("a process backend");
+    assert_eq!(report.verdict, Verdict::Valid, "{:#?}", report.invariants);
+    let outcome = &report.faults[0].outcome;
+    assert!(
+        outcome.contains("its replica, was promoted") && outcome.contains("rejoined as its replica"),
+        "{outcome}"
+    );
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let (back_us, failed_over) = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Outage {
+                t_back_us, failed_over, ..
+            } => Some((*t_back_us, *failed_over)),
+            _ => None,
+        })
+        .expect("the pause's outage");
+    assert!(failed_over, "the outage records the cluster's failover");
+    let after: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Keyspace { t_us, key, event } if *t_us > back_us && key == "rl:0" => Some(event.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        after.contains(&"expired"),
+        "the promoted replica's expiries are heard: {after:?}"
+    );
+    assert!(
+        !after.contains(&"del"),
+        "the demoted node's replayed DEL is not: {after:?}"
     );
 }

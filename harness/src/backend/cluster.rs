@@ -176,6 +176,15 @@ async fn form(cluster: &Cluster, replicas: usize) -> Result<(), SetupError> {
     for node in &cluster.nodes {
         conns.push(connect(node.url()).await?);
     }
+    // Each node its own config epoch before they meet, as `redis-cli --cluster create` gives
+    // them: left to the cluster, equal epochs are told apart only over gossip rounds, and a
+    // replica still sharing its primary's when it takes over (`CLUSTER FAILOVER TAKEOVER`)
+    // claims the slots with no higher epoch and is demoted again.
+    for (index, conn) in conns.iter_mut().enumerate() {
+        let mut epoch = redis::cmd("CLUSTER");
+        epoch.arg("SET-CONFIG-EPOCH").arg(index + 1);
+        run::<()>(conn, &epoch, "CLUSTER SET-CONFIG-EPOCH").await?;
+    }
     for (index, conn) in conns.iter_mut().take(cluster.primaries).enumerate() {
         let (first, last) = slot_range(index, cluster.primaries);
         let mut add = redis::cmd("CLUSTER");
@@ -217,7 +226,8 @@ async fn form(cluster: &Cluster, replicas: usize) -> Result<(), SetupError> {
             && masters_with_slots(nodes) == primaries
             && replica_count(nodes) == replicas_all
     })
-    .await
+    .await?;
+    wait_replicas(&mut conns, None).await
 }
 
 /// Make node `i` of `urls` announce `ports[i]` (its fault proxy's) as its client port, so
@@ -234,12 +244,59 @@ pub async fn announce_ports(urls: &[String], ports: &[u16]) -> Result<(), SetupE
         conns.push(conn);
     }
     let want: BTreeSet<u16> = ports.iter().copied().collect();
-    wait_until(
-        &mut conns,
-        "every node lists every node at its proxy's port",
-        move |_, nodes| announced_ports(nodes) == want,
-    )
-    .await
+    wait_until(&mut conns, "every node lists every node at its proxy's port", {
+        let want = want.clone();
+        move |_, nodes| announced_ports(nodes) == want
+    })
+    .await?;
+    wait_replicas(&mut conns, Some(&want)).await
+}
+
+/// Poll every node's `INFO replication` until each replica's link to its primary is up (at
+/// one of `ports`, when given: a primary's proxy), within [`READY_WITHIN`]: a replica that
+/// has not synced yet could not be promoted (its data too old), nor be held back.
+async fn wait_replicas(conns: &mut [MultiplexedConnection], ports: Option<&BTreeSet<u16>>) -> Result<(), SetupError> {
+    let deadline = tokio::time::Instant::now() + READY_WITHIN;
+    loop {
+        let mut behind = None;
+        for (index, conn) in conns.iter_mut().enumerate() {
+            let info: String = run(conn, redis::cmd("INFO").arg("replication"), "INFO replication").await?;
+            if !replica_ready(&info, ports) {
+                behind = Some((index, info));
+                break;
+            }
+        }
+        let Some((index, info)) = behind else {
+            return Ok(());
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(cluster_error(&format!(
+                "not ready within {} s (every replica synced with its primary{}): node {index} says\n{info}",
+                READY_WITHIN.as_secs(),
+                if ports.is_some() {
+                    " through the primary's proxy"
+                } else {
+                    ""
+                }
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Whether an `INFO replication` reply is a primary's, or a replica's whose link is up (to
+/// one of `ports`, when given).
+fn replica_ready(info: &str, ports: Option<&BTreeSet<u16>>) -> bool {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    if field("role") != Some("slave") {
+        return true;
+    }
+    let at = field("master_port").and_then(|p| p.parse::<u16>().ok());
+    field("master_link_status") == Some("up") && ports.is_none_or(|ports| at.is_some_and(|p| ports.contains(&p)))
 }
 
 /// The client ports a `CLUSTER NODES` reply gives its nodes (`ip:port@cport[,hostname]`).
@@ -334,7 +391,8 @@ pub(super) fn cluster_error(reason: &str) -> SetupError {
 /// A cluster node's settings, whichever backend starts it: its bus on `bus_port`
 /// (`cluster-port`, Redis 7.0 and later; the default, the port + 10000, may be taken or out
 /// of range), its `nodes.conf` in the server's directory (a process's temporary directory, a
-/// container's working directory), failures noticed after 2 s. Nothing when `None`.
+/// container's working directory), failures noticed after 2 s, a replica's full sync sent at
+/// once (not after 5 s of waiting for more replicas to sync with). Nothing when `None`.
 pub(super) fn node_args(bus_port: Option<u16>) -> Vec<String> {
     let Some(bus_port) = bus_port else {
         return Vec::new();
@@ -346,6 +404,8 @@ pub(super) fn node_args(bus_port: Option<u16>) -> Vec<String> {
         "nodes.conf",
         "--cluster-node-timeout",
         "2000",
+        "--repl-diskless-sync-delay",
+        "0",
         "--cluster-port",
         &bus_port.to_string(),
     ]
@@ -356,6 +416,22 @@ pub(super) fn node_args(bus_port: Option<u16>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replica_is_ready_when_its_link_is_up_at_a_proxy_when_one_is_asked_for() {
+        let primary = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n";
+        let replica = |port: u16, link: &str| {
+            format!(
+                "# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:{port}\r\nmaster_link_status:{link}\r\n"
+            )
+        };
+        let proxies = BTreeSet::from([7000u16, 7001]);
+        assert!(replica_ready(primary, None) && replica_ready(primary, Some(&proxies)));
+        assert!(replica_ready(&replica(6379, "up"), None));
+        assert!(!replica_ready(&replica(6379, "down"), None));
+        assert!(!replica_ready(&replica(6379, "up"), Some(&proxies)), "still direct");
+        assert!(replica_ready(&replica(7001, "up"), Some(&proxies)));
+    }
 
     #[test]
     fn the_slots_are_shared_in_equal_ranges_that_cover_them_all() {

@@ -127,10 +127,14 @@ async fn setslot(conn: &mut MultiplexedConnection, slot: u16, state: &str, node:
 }
 
 /// The id of the primary a `CLUSTER NODES` reply says serves `slot` (its ranges follow the
-/// 8 fixed fields; `[slot->-id]` entries are migrations in progress, not ranges).
-fn owner_of(nodes: &str, slot: u16) -> Option<String> {
+/// 8 fixed fields; `[slot->-id]` entries are migrations in progress, not ranges); a node
+/// flagged failed (`fail`, or `fail?` in this node's view) serves nothing.
+pub fn owner_of(nodes: &str, slot: u16) -> Option<String> {
     nodes.lines().find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(2).is_none_or(|flags| flags.contains("fail")) {
+            return None;
+        }
         let serves = fields.get(8..)?.iter().filter(|r| !r.starts_with('[')).any(|range| {
             let (first, last) = range.split_once('-').unwrap_or((range, range));
             matches!((first.parse::<u16>(), last.parse::<u16>()), (Ok(a), Ok(b)) if (a..=b).contains(&slot))
@@ -155,5 +159,7 @@ d4 127.0.0.1:7003@17003 slave a1 0 1700000000000 1 connected
         assert_eq!(owner_of(nodes, 5461).as_deref(), Some("b2"));
         assert_eq!(owner_of(nodes, 16383).as_deref(), Some("c3"));
         assert_eq!(owner_of(nodes, 12000).as_deref(), Some("c3"));
+        let failed = nodes.replace("b2 127.0.0.1:7001@17001 master", "b2 127.0.0.1:7001@17001 master,fail");
+        assert_eq!(owner_of(&failed, 6000), None, "a failed primary does not serve");
     }
 }

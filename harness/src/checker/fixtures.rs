@@ -336,7 +336,6 @@ impl HistoryBuilder {
         self.problem_from(ProblemSource::FinalAudit, fatal)
     }
 
-    /// The keyspace subscriber was lost: notifications are incomplete.
     /// A server fault that left the server unable to answer from `start_ms` to `end_ms`.
     pub(crate) fn outage(mut self, start_ms: u64, end_ms: u64, kind: FaultKind, keys_kept: bool) -> Self {
         self.events.push(Event::Outage {
@@ -346,10 +345,12 @@ impl HistoryBuilder {
             kind,
             keys_kept,
             t_back_us: us(end_ms),
+            failed_over: kind == FaultKind::NodePause,
         });
         self
     }
 
+    /// The keyspace subscriber was lost: notifications are incomplete.
     pub(crate) fn keyspace_lost(self) -> Self {
         self.problem_from(ProblemSource::Keyspace, false)
     }

@@ -94,7 +94,8 @@ fn is_server_fault(kind: FaultKind) -> bool {
         | FaultKind::ClientKill
         | FaultKind::Failover
         | FaultKind::Reshard
-        | FaultKind::NodeFailover => true,
+        | FaultKind::NodeFailover
+        | FaultKind::NodePause => true,
         FaultKind::ExpireBetweenRoundTrips
         | FaultKind::StallBetweenRoundTrips
         | FaultKind::ClientDiesBetweenRoundTrips

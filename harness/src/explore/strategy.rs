@@ -143,7 +143,7 @@ fn kind_strategy(kind: FaultKind, vocabulary: &Vocabulary) -> Option<BoxedStrate
     let t = target_strategy;
     let moment = || (0usize..4, (0u64..=10).prop_map(|n| n * 100));
     Some(match kind {
-        FaultKind::Reshard | FaultKind::NodeFailover => return None,
+        FaultKind::Reshard | FaultKind::NodeFailover | FaultKind::NodePause => return None,
         FaultKind::ExpireBetweenRoundTrips => t().prop_map(FaultSpec::ExpireBetween).boxed(),
         FaultKind::StallBetweenRoundTrips => (t(), (1u64..=30).prop_map(|n| n * 50))
             .prop_map(|(target, stall_ms)| FaultSpec::StallBetween { target, stall_ms })

@@ -164,6 +164,10 @@ pub enum Event {
         /// nemesis knows).
         #[serde(default)]
         t_back_us: u64,
+        /// A cluster node's pause after which its replica had been promoted (the cluster's
+        /// own failover): what the node acknowledged and its replica lacked is lost.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        failed_over: bool,
     },
     /// A cluster primary's redirections and cluster errors, from its `INFO errorstats` at the
     /// run's end (a fresh node starts at none): `MOVED`, `ASK`, `TRYAGAIN`, `CROSSSLOT`,

@@ -213,6 +213,8 @@ pub struct Outage {
     pub keys_kept: bool,
     /// When the server answered again.
     pub back_us: u64,
+    /// A paused cluster node's replica was promoted meanwhile.
+    pub failed_over: bool,
 }
 
 impl Outage {
@@ -224,12 +226,14 @@ impl Outage {
     /// Whether this failover comes between a request sent at `sent_us` and one that ended at
     /// `ended_us`, so that what the second saw may lack what the first wrote. One server's
     /// failover is the moment its endpoint moved (`end_us`); a cluster node's spans from the
-    /// promotion to when the demoted primary had synced from the new one, and any overlap
-    /// counts (until then the demoted node still shows what was lost).
+    /// promotion (or the pause that led the cluster to fail it over) to when the cluster had
+    /// settled, and any overlap counts (until then the demoted node still shows what was lost).
     pub fn fails_over_between(&self, sent_us: u64, ended_us: u64) -> bool {
+        let overlaps = sent_us <= self.back_us && self.start_us <= ended_us;
         match self.kind {
             FaultKind::Failover => sent_us <= self.end_us && self.end_us <= ended_us,
-            FaultKind::NodeFailover => sent_us <= self.end_us && self.start_us <= ended_us,
+            FaultKind::NodeFailover => overlaps,
+            FaultKind::NodePause => self.failed_over && overlaps,
             _ => false,
         }
     }
@@ -416,6 +420,7 @@ impl HistoryIndex {
                 kind,
                 keys_kept,
                 t_back_us,
+                failed_over,
             } => self.outages.push(Outage {
                 start_us: t_start_us,
                 end_us: t_end_us,
@@ -423,6 +428,7 @@ impl HistoryIndex {
                 kind,
                 keys_kept,
                 back_us: t_back_us.max(t_end_us),
+                failed_over,
             }),
             Event::Flood {
                 writes_ok,

@@ -5,11 +5,13 @@
 //! ([`rules::CommandRule`]) are applied by the fault proxy ([`crate::proxy`]), which asks
 //! the same [`Nemesis`] for gap strikes too: one set of rules, two places to apply them.
 
+mod cluster_view;
 mod fault_error;
 mod flood;
 mod gap;
 mod gate;
 mod node_failover;
+mod node_pause;
 mod rules;
 mod server;
 

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::fault_error::FaultError;
 use super::node_failover::{node_failover, repl_offset};
+use super::node_pause::node_pause;
 use crate::backend::{BackendError, HARNESS_CLIENT_NAME, configure_after_restart, connect};
 use crate::backend::{ServerHandle, key_slot, move_slot, socket_addr};
 use crate::clock::RunClock;
@@ -102,6 +103,8 @@ impl<'a> ServerNemesis<'a> {
         // The outage, when there is one, is only the time the server surely could not answer:
         // from when it was down (killed, frozen) to when it was told to go on.
         let mut outage = None;
+        // A cluster node's pause after which its replica had been promoted.
+        let mut failed_over = false;
         let struck = match action {
             ServerAction::Restart { persistence } => self.restart(persistence, &mut outage).await,
             ServerAction::Pause { pause_ms } => self.pause(pause_ms, &mut outage).await,
@@ -116,6 +119,9 @@ impl<'a> ServerNemesis<'a> {
                 identity,
                 lose_writes_ms,
             } => self.node_failover(identity, lose_writes_ms, &mut outage).await,
+            ServerAction::NodePause { identity, pause_ms } => {
+                self.node_pause(identity, pause_ms, &mut outage, &mut failed_over).await
+            }
         };
         match struck {
             Ok(effect) => {
@@ -136,6 +142,7 @@ impl<'a> ServerNemesis<'a> {
                         kind: action.kind(),
                         keys_kept: outage_keeps_keys(action),
                         t_back_us,
+                        failed_over,
                     });
                 }
             }
@@ -215,6 +222,21 @@ impl<'a> ServerNemesis<'a> {
         let key = self.key_of(identity)?;
         let done = node_failover(cluster, &key, lose_writes_ms, &self.holds, || self.clock.now_us()).await?;
         *outage = Some((done.started_us, done.agreed_us, done.agreed_us));
+        Ok(done.effect)
+    }
+
+    async fn node_pause(
+        &self,
+        identity: u32,
+        pause_ms: u64,
+        outage: &mut Option<(u64, u64, u64)>,
+        failed_over: &mut bool,
+    ) -> Result<String, FaultError> {
+        let cluster = self.server.as_cluster().ok_or(FaultError::NotACluster)?;
+        let key = self.key_of(identity)?;
+        let done = node_pause(cluster, &key, pause_ms, || self.clock.now_us()).await?;
+        *outage = Some((done.frozen_us, done.thawed_us, done.settled_us));
+        *failed_over = done.failed_over;
         Ok(done.effect)
     }
 
@@ -392,7 +414,8 @@ fn outage_keeps_keys(action: ServerAction) -> bool {
         | ServerAction::ClientKill
         | ServerAction::Failover { .. }
         | ServerAction::Reshard { .. }
-        | ServerAction::NodeFailover { .. } => true,
+        | ServerAction::NodeFailover { .. }
+        | ServerAction::NodePause { .. } => true,
     }
 }
 

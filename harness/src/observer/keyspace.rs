@@ -6,9 +6,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use super::expiry::ExpiryWatch;
+use crate::backend::connect;
 use crate::clock::RunClock;
+use crate::error::SetupError;
 use crate::history::{Event, ProblemSource, Recorder};
 use crate::keys::KeyLayout;
 
@@ -27,16 +31,22 @@ pub async fn keyspace_events_enabled(conn: &mut MultiplexedConnection) -> redis:
     Ok(flags.contains('K') && has('g') && has('x') && has('e'))
 }
 
+/// How often a cluster node's role is asked (see [`watch_role`]).
+const ROLE_EVERY: Duration = Duration::from_millis(50);
+
 /// Subscribe to `__keyspace@<db>__:<glob>` for each of the layout's globs (in the database
 /// the URL selects) and record every notification for a limiter key until `stop`. Returns
-/// once the subscription is active, so no event of the run is missed.
+/// once the subscription is active, so no event of the run is missed. With `primary` (a
+/// cluster node's role, from [`watch_role`]), what the node notifies counts while it is a
+/// primary (see `Filter::keeps`): a replica's notifications replay its primary's (an expiry
+/// arrives as a `del`), and a failover makes a replica a primary.
 pub async fn subscribe_keyspace(
     url: &str,
     layout: KeyLayout,
     recorder: Recorder,
     clock: RunClock,
     stop: CancellationToken,
-    watch: Arc<ExpiryWatch>,
+    (watch, primary): (Arc<ExpiryWatch>, Option<Arc<AtomicBool>>),
 ) -> redis::RedisResult<JoinHandle<u64>> {
     let client = redis::Client::open(url)?;
     let db = client.get_connection_info().redis_settings().db();
@@ -57,6 +67,7 @@ pub async fn subscribe_keyspace(
         channel_prefix,
         layout,
         channels,
+        primary,
     };
     let mut pubsub = psubscribe(&client, &patterns).await?;
     Ok(tokio::spawn(async move {
@@ -82,6 +93,24 @@ struct Filter {
     /// Each template's channel pattern, to keep the first glob's copy of a key two globs match.
     channels: Vec<String>,
     overlapping: bool,
+    /// A cluster node's role: its notifications count while it is a primary.
+    primary: Option<Arc<AtomicBool>>,
+}
+
+impl Filter {
+    /// Whether a notification of `event` counts: on a cluster node last seen as a replica,
+    /// only `expired` and `evicted`, which only a primary sends (a replica neither expires
+    /// nor evicts keys: it replays its primary's `del`s) — so a promoted node's expiries
+    /// count before its new role is seen, and a demoted node's replays do not.
+    fn keeps(&self, event: &str) -> bool {
+        let replica = self.primary.as_ref().is_some_and(|p| !p.load(Ordering::Relaxed));
+        counts_from(replica, event)
+    }
+}
+
+/// Whether a notification of `event` counts from a node (last seen as a replica or not).
+fn counts_from(replica: bool, event: &str) -> bool {
+    !replica || matches!(event, "expired" | "evicted")
 }
 
 impl Filter {
@@ -122,6 +151,9 @@ async fn listen(
                     Some(msg) => {
                         let Some((identity, key)) = filter.key_of(&msg) else { continue };
                         let event: String = msg.get_payload().unwrap_or_default();
+                        if !filter.keeps(&event) {
+                            continue;
+                        }
                         *seen += 1;
                         watch.seen(identity, &key, &event);
                         recorder.record(Event::Keyspace { t_us: clock.now_us(), key, event });
@@ -183,4 +215,46 @@ async fn resubscribe(
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     None
+}
+
+/// Whether the node at `url` is a primary, kept current until `stop` (its `ROLE` asked every
+/// [`ROLE_EVERY`]; a node that does not answer, paused, keeps its last role).
+pub async fn watch_role(url: &str, stop: CancellationToken) -> Result<(Arc<AtomicBool>, JoinHandle<u64>), SetupError> {
+    let mut conn = connect(url).await?;
+    let primary = Arc::new(AtomicBool::new(is_primary(&mut conn).await.unwrap_or(true)));
+    let role = Arc::clone(&primary);
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return 0,
+                () = tokio::time::sleep(ROLE_EVERY) => {}
+            }
+            if let Some(now) = is_primary(&mut conn).await {
+                role.store(now, Ordering::Relaxed);
+            }
+        }
+    });
+    Ok((primary, task))
+}
+
+/// Whether a node's `ROLE` is `master` (`None` when it did not answer).
+async fn is_primary(conn: &mut MultiplexedConnection) -> Option<bool> {
+    let reply: Vec<redis::Value> = redis::cmd("ROLE").query_async(conn).await.ok()?;
+    Some(matches!(reply.first(), Some(redis::Value::BulkString(role)) if role == b"master"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_replica_counts_only_what_a_primary_alone_sends() {
+        for event in ["expired", "evicted", "del", "expire", "rename_to"] {
+            assert!(super::counts_from(false, event), "a primary's {event}");
+        }
+        assert!(super::counts_from(true, "expired") && super::counts_from(true, "evicted"));
+        assert!(
+            !super::counts_from(true, "del"),
+            "a replayed DEL (its primary's expiry)"
+        );
+        assert!(!super::counts_from(true, "expire"));
+    }
 }

@@ -10,6 +10,6 @@ mod sampler;
 mod stats;
 
 pub use expiry::ExpiryWatch;
-pub use keyspace::{KEYSPACE_FLAGS, keyspace_events_enabled, subscribe_keyspace};
+pub use keyspace::{KEYSPACE_FLAGS, keyspace_events_enabled, subscribe_keyspace, watch_role};
 pub use sampler::{SampleNow, sample_keys, scan_identity, scan_layout, scan_matching, spawn_sampler};
 pub use stats::{ServerInfo, info_field, info_value, parse_server_info, read_stats, server_info};

@@ -192,6 +192,9 @@ fn server_spec(fault: &ServerFault) -> String {
             };
             format!("node-failover: identity {identity}'s primary to its replica ({how})")
         }
+        ServerAction::NodePause { identity, pause_ms } => {
+            format!("node-pause: identity {identity}'s primary stopped for {pause_ms} ms")
+        }
         ServerAction::Reshard { identity, migrating_ms } => {
             format!("reshard: identity {identity}'s slot to the next primary, migrating for {migrating_ms} ms")
         }

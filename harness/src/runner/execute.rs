@@ -24,7 +24,7 @@ use crate::limiter::{Limiter, LimiterEnv, OnReply};
 use crate::nemesis::{CACHE_PREFIX, CacheFlood, GapHook, Nemesis, NoFaults, ServerNemesis};
 use crate::observer::{
     ExpiryWatch, SampleNow, ServerInfo, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info,
-    spawn_sampler, subscribe_keyspace,
+    spawn_sampler, subscribe_keyspace, watch_role,
 };
 use crate::proxy::{InFlight, NemesisHook, Proxy, WireLog};
 use crate::scenario::{CacheTarget, Fault, PhaseKind};
@@ -532,9 +532,22 @@ async fn observe(
     expiry: &Arc<ExpiryWatch>,
 ) -> Result<(Background, Background, SampleNow), SetupError> {
     let mut keyspace = Background(Vec::new());
-    // Each node notifies of its own keys: on a cluster, every primary is listened to.
-    for (url, _) in admin.nodes.iter().filter(|_| events_on) {
-        let watch = Arc::clone(expiry);
+    // Each node notifies of its own keys. On a cluster every node is listened to, each while
+    // it is a primary (a failover promotes a replica).
+    let listened: Vec<&String> = match &admin.cluster {
+        Some(all) => all.iter().collect(),
+        None => admin.nodes.iter().map(|(url, _)| url).collect(),
+    };
+    for url in listened.into_iter().filter(|_| events_on) {
+        let role = match admin.cluster {
+            Some(_) => {
+                let (primary, task) = watch_role(url, stop.clone()).await?;
+                keyspace.0.push(task);
+                Some(primary)
+            }
+            None => None,
+        };
+        let watch = (Arc::clone(expiry), role);
         match subscribe_keyspace(url, layout.clone(), recorder.clone(), clock, stop.clone(), watch).await {
             Ok(handle) => keyspace.0.push(handle),
             Err(e) => {

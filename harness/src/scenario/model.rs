@@ -308,6 +308,11 @@ fn strike_hold_up_ms(fault: &Fault) -> (u64, Option<u64>) {
             action: ServerAction::Pause { pause_ms },
             ..
         }) => (*pause_ms, Some(1)),
+        // A node's pause, then up to 10 s for the cluster to settle.
+        Fault::Server(ServerFault {
+            action: ServerAction::NodePause { pause_ms, .. },
+            ..
+        }) => (pause_ms + 10_000, Some(1)),
         Fault::Server(_) => (10_000, Some(1)),
         _ => (0, None),
     }
@@ -388,6 +393,9 @@ impl Rescale {
                     ServerAction::Reshard { migrating_ms, .. } => {
                         *migrating_ms = self.ms(*migrating_ms, &format!("fault {i}'s migrating_ms"), 60_000);
                     }
+                    // What a node's pause does is set by the cluster's node timeout (2 s: a
+                    // longer pause is a failure), not by the window: its length stays.
+                    ServerAction::NodePause { .. } => {}
                     ServerAction::Restart { .. } | ServerAction::ScriptFlush | ServerAction::ClientKill => {}
                 }
             }
@@ -678,6 +686,7 @@ pub enum FaultKind {
     Failover,
     Reshard,
     NodeFailover,
+    NodePause,
 }
 
 impl FaultKind {
@@ -700,12 +709,13 @@ impl FaultKind {
     ];
 
     /// The kinds that run on a Redis Cluster only.
-    pub const ON_A_CLUSTER: [FaultKind; 2] = [Self::Reshard, Self::NodeFailover];
+    pub const ON_A_CLUSTER: [FaultKind; 3] = [Self::Reshard, Self::NodeFailover, Self::NodePause];
 
-    /// A failover, of one server's endpoint or of a cluster node: acknowledged writes may be
-    /// lost, and what follows is the new primary's.
+    /// A failover, of one server's endpoint or of a cluster node, or a cluster node's pause
+    /// (its replica may be promoted meanwhile): acknowledged writes may be lost, and what
+    /// follows is the new primary's.
     pub fn fails_over(self) -> bool {
-        matches!(self, Self::Failover | Self::NodeFailover)
+        matches!(self, Self::Failover | Self::NodeFailover | Self::NodePause)
     }
 
     /// The kind a scenario file names.
@@ -734,6 +744,7 @@ impl FaultKind {
             Self::Failover => "failover",
             Self::Reshard => "reshard",
             Self::NodeFailover => "node-failover",
+            Self::NodePause => "node-pause",
         }
     }
 }
@@ -909,6 +920,11 @@ pub enum ServerAction {
     /// primary acknowledged meanwhile are lost. With 0, a clean `CLUSTER FAILOVER` (the
     /// replica catches up first).
     NodeFailover { identity: u32, lose_writes_ms: u64 },
+    /// On a cluster: the primary of `identity`'s key is stopped (SIGSTOP, `docker pause`) for
+    /// `pause_ms`. Longer than the cluster's node timeout (2 s), the other nodes mark it failed:
+    /// its replica, when it has one, is promoted; without one, the cluster is down
+    /// (`CLUSTERDOWN`) until it is back.
+    NodePause { identity: u32, pause_ms: u64 },
 }
 
 /// What a failover does to the connections open at that moment.
@@ -942,6 +958,7 @@ impl ServerAction {
             Self::Failover { .. } => FaultKind::Failover,
             Self::Reshard { .. } => FaultKind::Reshard,
             Self::NodeFailover { .. } => FaultKind::NodeFailover,
+            Self::NodePause { .. } => FaultKind::NodePause,
         }
     }
 }

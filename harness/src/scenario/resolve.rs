@@ -120,6 +120,7 @@ pub(super) fn resolve(file: &ScenarioFile, src: &Source<'_>) -> Result<Scenario,
     {
         let what = match fault.kind() {
             FaultKind::Reshard => "a reshard fault moves a slot between a cluster's primaries",
+            FaultKind::NodePause => "a node-pause fault stops a cluster node (`server-pause` is one server's)",
             _ => "a node-failover fault promotes a cluster primary's replica (`failover` is one server's)",
         };
         return Err(src
@@ -421,6 +422,7 @@ fn check_cluster_faults(
                 }
                 true
             }
+            Fault::Server(s) if s.action.kind() == FaultKind::NodePause => true,
             Fault::MemoryPressure(p) => p.target == CacheTarget::CacheServer,
             // Applied by the fault proxy in front of each node.
             Fault::OnCommand(_) => true,
@@ -433,7 +435,7 @@ fn check_cluster_faults(
                     format!("fault `{}` does not run on topology = \"cluster\" yet", fault.kind().name()),
                 )
                 .with_help(
-                    "on a cluster: reshard, node-failover, clock-skew, the faults on a command's reply (delay-reply, drop-reply, inject-error, reset-connection), and memory-pressure with target = \"cache-server\"; or drop `topology = \"cluster\"` to run it on one server",
+                    "on a cluster: reshard, node-failover, node-pause, clock-skew, the faults on a command's reply (delay-reply, drop-reply, inject-error, reset-connection), and memory-pressure with target = \"cache-server\"; or drop `topology = \"cluster\"` to run it on one server",
                 ));
         }
     }
@@ -732,7 +734,8 @@ fn resolve_fault(
         | FaultKind::ClientKill
         | FaultKind::Failover
         | FaultKind::Reshard
-        | FaultKind::NodeFailover => resolve_server_fault(f, kind, limit, phases, src).map(Fault::Server),
+        | FaultKind::NodeFailover
+        | FaultKind::NodePause => resolve_server_fault(f, kind, limit, phases, src).map(Fault::Server),
         FaultKind::ClockSkew => resolve_clock_skew(f, limit, src).map(Fault::ClockSkew),
     }
 }
@@ -793,7 +796,7 @@ fn resolve_clock_skew(f: &FaultFile, limit: &Limit, src: &Source<'_>) -> Result<
     })
 }
 
-const SERVER_TAKES: &str = "phase, after_ms (server-restart: persistence; server-pause: pause_ms; failover: lose_writes_ms, connections; reshard: identity, migrating_ms; node-failover: identity, lose_writes_ms)";
+const SERVER_TAKES: &str = "phase, after_ms (server-restart: persistence; server-pause: pause_ms; failover: lose_writes_ms, connections; reshard: identity, migrating_ms; node-failover: identity, lose_writes_ms; node-pause: identity, pause_ms)";
 
 /// A fault of the server itself: the phase it strikes in and when, from the phase's start.
 fn resolve_server_fault(
@@ -804,7 +807,7 @@ fn resolve_server_fault(
     src: &Source<'_>,
 ) -> Result<ServerFault, ScenarioError> {
     let what = format!("{kind} fault");
-    if kind != FaultKind::Reshard && kind != FaultKind::NodeFailover {
+    if !FaultKind::ON_A_CLUSTER.contains(&kind) {
         src.not_for(&f.identity, "identity", &what, SERVER_TAKES)?;
     }
     if kind != FaultKind::Reshard {
@@ -822,7 +825,7 @@ fn resolve_server_fault(
     src.not_for(&f.ttl_s, "ttl_s", &what, SERVER_TAKES)?;
     src.not_for(&f.writes_per_request, "writes_per_request", &what, SERVER_TAKES)?;
     src.not_for(&f.target, "target", &what, SERVER_TAKES)?;
-    if kind != FaultKind::ServerPause {
+    if kind != FaultKind::ServerPause && kind != FaultKind::NodePause {
         src.not_for(&f.pause_ms, "pause_ms", &what, SERVER_TAKES)?;
     }
     if kind != FaultKind::ServerRestart {
@@ -857,6 +860,14 @@ fn resolve_server_fault(
         after_ms,
         action,
     })
+}
+
+/// The identity a cluster fault acts on (default 0).
+fn fault_identity(f: &FaultFile, limit: &Limit, src: &Source<'_>) -> Result<u32, ScenarioError> {
+    match &f.identity {
+        Some(id) => identity_in(id, limit, src),
+        None => Ok(0),
+    }
 }
 
 /// A failover's `connections` (default `stay`).
@@ -905,22 +916,27 @@ fn server_action(
                 pause_ms: src.in_range(pause, "pause_ms", 1..=600_000)?,
             }
         }
+        FaultKind::NodePause => {
+            let pause = f.pause_ms.as_ref().ok_or_else(|| {
+                src.error(&f.kind, "a node-pause fault needs `pause_ms`").with_help(
+                    "e.g. `pause_ms = 4000` (longer than the cluster's 2 s node timeout: the node is marked failed, and its replica promoted)",
+                )
+            })?;
+            ServerAction::NodePause {
+                identity: fault_identity(f, limit, src)?,
+                pause_ms: src.in_range(pause, "pause_ms", 1..=600_000)?,
+            }
+        }
         FaultKind::ScriptFlush => ServerAction::ScriptFlush,
         FaultKind::Reshard => ServerAction::Reshard {
-            identity: match &f.identity {
-                Some(id) => identity_in(id, limit, src)?,
-                None => 0,
-            },
+            identity: fault_identity(f, limit, src)?,
             migrating_ms: match &f.migrating_ms {
                 Some(v) => src.in_range(v, "migrating_ms", 0..=60_000)?,
                 None => 200,
             },
         },
         FaultKind::NodeFailover => ServerAction::NodeFailover {
-            identity: match &f.identity {
-                Some(id) => identity_in(id, limit, src)?,
-                None => 0,
-            },
+            identity: fault_identity(f, limit, src)?,
             lose_writes_ms: match &f.lose_writes_ms {
                 Some(v) => src.in_range(v, "lose_writes_ms", 0..=60_000)?,
                 None => 0,

@@ -299,9 +299,15 @@ fn the_default_sample_interval_is_a_quarter_window_between_20_and_250_ms() {
 
 #[test]
 fn every_shipped_scenario_parses() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    for folder in ["../scenarios", "../examples/scenarios"] {
+        parses_each_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join(folder));
+    }
+}
+
+/// Every scenario file in `dir` parses and is named after its file.
+fn parses_each_in(dir: &Path) {
     let mut parsed = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("the scenarios directory") {
+    for entry in std::fs::read_dir(dir).expect("the scenarios directory") {
         let path = entry.expect("a directory entry").path();
         if path.extension().is_none_or(|x| x != "toml") {
             continue;
@@ -1302,6 +1308,39 @@ fn a_node_failover_resolves_on_a_cluster_with_replicas_and_is_refused_elsewhere(
     let text = on_server("topology = \"cluster\"\nreplicas = 1") + fault + "connections = \"move\"\n";
     assert!(
         parse_err(&text).message.contains("`connections` does not apply"),
+        "{}",
+        parse_err(&text)
+    );
+}
+
+#[test]
+fn a_node_pause_resolves_on_a_cluster_needs_its_length_and_is_refused_on_one_server() {
+    use super::ServerAction;
+    let fault =
+        "\n[[fault]]\nkind = \"node-pause\"\nphase = \"steady-1\"\nafter_ms = 50\nidentity = 1\npause_ms = 4000\n";
+    let two = on_server("topology = \"cluster\"").replace("window_ms = 1000", "window_ms = 1000\nidentities = 2");
+    let s = parse_ok(&(two + fault));
+    assert_eq!(
+        s.faults[0].server().expect("a server fault").action,
+        ServerAction::NodePause {
+            identity: 1,
+            pause_ms: 4000
+        }
+    );
+    assert!(!s.holds_replication(), "a pause holds no replication");
+    assert!(s.faults[0].kind().fails_over(), "its replica may be promoted meanwhile");
+    let fault = fault.replace("identity = 1\n", "");
+    let text = on_server("topology = \"cluster\"") + &fault.replace("pause_ms = 4000\n", "");
+    let err = parse_err(&text);
+    assert_error_at(&err, &text, locate(&text, "\"node-pause\""), &["needs `pause_ms`"]);
+    assert_help_has(&err, "node timeout");
+    let text = on_server("maxmemory_policy = \"noeviction\"") + &fault;
+    let err = parse_err(&text);
+    assert_error_at(&err, &text, locate(&text, "\"node-pause\""), &["stops a cluster node"]);
+    assert_help_has(&err, "topology = \"cluster\"");
+    let text = on_server("topology = \"cluster\"") + &fault + "lose_writes_ms = 10\n";
+    assert!(
+        parse_err(&text).message.contains("`lose_writes_ms` does not apply"),
         "{}",
         parse_err(&text)
     );
