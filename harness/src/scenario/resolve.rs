@@ -862,6 +862,15 @@ fn resolve_server_fault(
     })
 }
 
+/// A pause's `pause_ms`, which it needs (`example` says what a value does).
+fn pause_ms(f: &FaultFile, example: &str, src: &Source<'_>) -> Result<u64, ScenarioError> {
+    let pause = f.pause_ms.as_ref().ok_or_else(|| {
+        src.error(&f.kind, format!("a {} fault needs `pause_ms`", f.kind.get_ref()))
+            .with_help(example)
+    })?;
+    src.in_range(pause, "pause_ms", 1..=600_000)
+}
+
 /// The identity a cluster fault acts on (default 0).
 fn fault_identity(f: &FaultFile, limit: &Limit, src: &Source<'_>) -> Result<u32, ScenarioError> {
     match &f.identity {
@@ -906,27 +915,21 @@ fn server_action(
                 },
             },
         },
-        FaultKind::ServerPause => {
-            let pause = f.pause_ms.as_ref().ok_or_else(|| {
-                src.error(&f.kind, "a server-pause fault needs `pause_ms`").with_help(
-                    "e.g. `pause_ms = 3000` (longer than the clients' 2 s reply timeout makes them time out)",
-                )
-            })?;
-            ServerAction::Pause {
-                pause_ms: src.in_range(pause, "pause_ms", 1..=600_000)?,
-            }
-        }
-        FaultKind::NodePause => {
-            let pause = f.pause_ms.as_ref().ok_or_else(|| {
-                src.error(&f.kind, "a node-pause fault needs `pause_ms`").with_help(
-                    "e.g. `pause_ms = 4000` (longer than the cluster's 2 s node timeout: the node is marked failed, and its replica promoted)",
-                )
-            })?;
-            ServerAction::NodePause {
-                identity: fault_identity(f, limit, src)?,
-                pause_ms: src.in_range(pause, "pause_ms", 1..=600_000)?,
-            }
-        }
+        FaultKind::ServerPause => ServerAction::Pause {
+            pause_ms: pause_ms(
+                f,
+                "e.g. `pause_ms = 3000` (longer than the clients' 2 s reply timeout makes them time out)",
+                src,
+            )?,
+        },
+        FaultKind::NodePause => ServerAction::NodePause {
+            identity: fault_identity(f, limit, src)?,
+            pause_ms: pause_ms(
+                f,
+                "e.g. `pause_ms = 4000` (longer than the cluster's 2 s node timeout: the node is marked failed, and its replica promoted)",
+                src,
+            )?,
+        },
         FaultKind::ScriptFlush => ServerAction::ScriptFlush,
         FaultKind::Reshard => ServerAction::Reshard {
             identity: fault_identity(f, limit, src)?,
