@@ -48,11 +48,10 @@ pub async fn node_failover(
         failover.arg("TAKEOVER");
     }
     let asked: redis::RedisResult<()> = failover.query_async(&mut conns[replica]).await;
-    // The promotion is what the fault is; a demoted primary slow to resync (seen in a
-    // container, and under a suite's load: over 10 s) is said, not a failed strike.
-    // The outage then ends when the cluster agreed. So are nodes slow to learn of a
-    // promotion that took (the promoted node a primary in its own view): the outage ends at
-    // the bound, and who lagged is said.
+    // The promotion is what the fault is. A demoted primary slow to resync (seen in a
+    // container, and under a suite's load: over 10 s) is said, not a failed strike, and the
+    // outage ends when the cluster agreed. Nodes slow to learn of a promotion that took (the
+    // promoted node a primary in its own view) are said too, and the outage ends at the bound.
     let mut resynced = true;
     let mut agreed_us = 0;
     let agreed = match asked {
