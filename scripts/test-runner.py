@@ -27,6 +27,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOGS = os.path.join(ROOT, "target", "test-logs")
 
 
+# Test threads beyond libtest's default (one per core) where the tests mostly wait on
+# servers, windows and TTLs rather than use a core: the integration tests take half the time
+# at four (docs/performance.md).
+THREADS = {"integration": ["--test-threads", "4"]}
+
+
 def build():
     """Build every test; return {target name: (executable, package directory)}."""
     cmd = ["cargo", "test", "--workspace", "--release", "--no-run",
@@ -52,7 +58,7 @@ def lanes(found, count):
     """[[(label, argv, cwd)]]: the steps of each lane, in order."""
     first = [name for name in ["resp", "limiter_harness", "binary", "integration"] if name in found]
     first += sorted(n for n in found if n not in first and n != "snapshots")
-    rest = [(name, [found[name][0]], found[name][1]) for name in first]
+    rest = [(name, [found[name][0]] + THREADS.get(name, []), found[name][1]) for name in first]
     snapshots = []
     if "snapshots" in found:
         exe, cwd = found["snapshots"]

@@ -128,14 +128,23 @@ fn ci(dir: &Path, extra: &[&str]) -> Output {
     harness_in(dir, &args)
 }
 
-#[test]
-fn a_teams_gate_is_green_run_after_run_red_on_a_regression_and_shards_merge_to_one_run() {
-    // Long: one repository's life in order — accept, three unchanged runs (one loaded), a
-    // regression and its repair, then the same suite in two shards merged.
+/// The team's repository with its baseline accepted (`ci --accept`, `extra` added).
+fn accepted_team_repo(extra: &[&str]) -> tempfile::TempDir {
     let repo = team_repo();
-    let dir = repo.path();
-    let out = ci(dir, &["--accept"]);
+    let mut args = vec!["--accept"];
+    args.extend_from_slice(extra);
+    let out = ci(repo.path(), &args);
     assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    repo
+}
+
+// The gate's life is two tests, each on a repository of its own, so that they run side by
+// side: unchanged runs and the same suite in shards; a regression and its repair.
+
+#[test]
+fn a_teams_gate_is_green_run_after_run_also_beside_two_cpu_hogs_and_its_shards_merge_to_one_run() {
+    let repo = accepted_team_repo(&[]);
+    let dir = repo.path();
     let baseline = dir.join("limiter-harness/baseline");
     let mut recorded = String::new();
     for entry in std::fs::read_dir(&baseline).unwrap() {
@@ -167,7 +176,14 @@ fn a_teams_gate_is_green_run_after_run_red_on_a_regression_and_shards_merge_to_o
             text_of(&out)
         );
     }
+    let one_summary = std::fs::read_to_string(dir.join(".limiter-harness/reports/SUMMARY.md")).unwrap();
+    shards_merge_to(dir, &one_summary);
+}
 
+#[test]
+fn a_regression_in_a_teams_limiter_is_named_by_cell_and_invariant_and_its_repair_is_green() {
+    let repo = accepted_team_repo(&["--scenarios", "steady-control,immortal-counter"]);
+    let dir = repo.path();
     // The Lua script no longer sets its key's TTL: a regression, named by cell and invariant.
     let script = dir.join("lua/api_window.lua");
     let good = std::fs::read_to_string(&script).unwrap();
@@ -186,11 +202,11 @@ fn a_teams_gate_is_green_run_after_run_red_on_a_regression_and_shards_merge_to_o
     std::fs::write(&script, &good).unwrap();
     let out = ci(dir, &["--scenarios", "steady-control,immortal-counter"]);
     assert_eq!(out.status.code(), Some(0), "repaired\n{}", text_of(&out));
+}
 
-    // Two shards: non-empty, disjoint, covering; merged, the same summary as one run.
-    let whole = ci(dir, &[]);
-    assert_eq!(whole.status.code(), Some(0), "{}", text_of(&whole));
-    let one_summary = std::fs::read_to_string(dir.join(".limiter-harness/reports/SUMMARY.md")).unwrap();
+/// The suite in two shards: non-empty, disjoint, covering; merged, `one_summary` (a whole
+/// run's).
+fn shards_merge_to(dir: &Path, one_summary: &str) {
     let mut shard_cells: Vec<Vec<String>> = Vec::new();
     for k in 1..=2 {
         let report_dir = format!("shard-{k}");
