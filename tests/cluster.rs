@@ -587,6 +587,65 @@ async fn a_cluster_error_is_injected_by_the_proxy_of_the_node_that_owns_the_key(
     );
 }
 
+/// An injected `MOVED` (identity 0) and `ASK` (identity 1) name the slot of the command's key
+/// and the proxy that answered: the `redis` crate's cluster client follows each (`ASKING`
+/// first for `ASK`) back to the node that owns the slot, and the struck requests are decided.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_injected_moved_or_ask_is_followed_back_to_the_node_that_owns_the_slot() {
+    use limiter_harness::history::{Event, Outcome};
+    let path = limiter_harness_tests::scenario_path("cluster-steady");
+    let text = std::fs::read_to_string(&path).unwrap()
+        + "\n[[fault]]\nkind = \"inject-error\"\nidentity = 0\nrequest = 5\nerror = \"MOVED\"\n\
+           \n[[fault]]\nkind = \"inject-error\"\nidentity = 1\nrequest = 10\nerror = \"ask\"\n";
+    let text = text.replace("invariants = [", "invariants = [\"errors-surfaced\", ");
+    let scenario = limiter_harness::scenario::parse_scenario(&path, &text).expect("parses");
+    let (report, dir) = limiter_harness_tests::run(scenario, "lua-fixed-window", Kind::Process)
+        .await
+        .expect("a process backend");
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let mut struck = Vec::new();
+    for e in &events {
+        if let Event::Fault {
+            fault,
+            request: Some(id),
+            effect,
+            ..
+        } = e
+        {
+            struck.push((*fault, *id, effect.clone()));
+        }
+    }
+    assert_eq!(struck.len(), 2, "{struck:?}");
+    for (fault, id, effect) in struck {
+        let key = format!("rl:{fault}");
+        let slot = limiter_harness::backend::key_slot(key.as_bytes());
+        let redirect = ["MOVED", "ASK"][fault];
+        assert!(effect.contains(&format!("`-{redirect} {slot} <its node>`")), "{effect}");
+        let outcome = events.iter().find_map(|e| match e {
+            Event::Complete { id: done, outcome, .. } if *done == id => Some(*outcome),
+            _ => None,
+        });
+        assert!(
+            matches!(outcome, Some(Outcome::Allowed | Outcome::Rejected)),
+            "request #{id} struck by {redirect}: {outcome:?}"
+        );
+    }
+    let asking = events.iter().any(
+        |e| matches!(e, Event::Wire { commands, .. } if commands.iter().any(|c| c.eq_ignore_ascii_case("ASKING"))),
+    );
+    assert!(asking, "the ASK was followed with ASKING");
+    let surfaced = report
+        .invariants
+        .iter()
+        .find(|c| c.invariant == limiter_harness::scenario::Invariant::ErrorsSurfaced)
+        .expect("checked");
+    assert_eq!(
+        surfaced.verdict,
+        limiter_harness::checker::Verdict::Valid,
+        "{surfaced:#?}"
+    );
+}
+
 /// `cluster-failover-lost-writes` with a Python adapter on redis-py's `RedisCluster`: the
 /// replicas sync through their primaries' proxies, identity 0's is held back and its replica
 /// takes over; the client follows to the new primary through its proxy, and the counter's

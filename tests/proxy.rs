@@ -524,6 +524,7 @@ async fn the_wire_log_is_cut_at_its_cap_and_a_long_pipeline_is_counted_not_liste
         clock,
         wire: Arc::new(WireLog::new(cap)),
         node: None,
+        listening: std::sync::OnceLock::new(),
     });
     let proxy = Proxy::start(&server.url, hook).await.unwrap();
     let mut conn = client(&proxy.url()).await;

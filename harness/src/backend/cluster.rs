@@ -151,14 +151,20 @@ pub async fn start_cluster(
         nodes: Vec::new(),
         primaries,
     };
-    for _ in 0..primaries * (1 + replicas) {
-        match backend.start(ServerRole::Limiter, run_id, options).await {
+    // The nodes start side by side: a primary becomes writable only 2 s after it started
+    // (the server's own delay before a master turns its state `ok`), and started one after
+    // another those delays would add up the nodes' start times.
+    let starts = (0..primaries * (1 + replicas)).map(|_| backend.start(ServerRole::Limiter, run_id, options));
+    let mut failed = None;
+    for started in futures::future::join_all(starts).await {
+        match started {
             Ok(node) => cluster.nodes.push(node),
-            Err(e) => {
-                let _ = cluster.stop().await;
-                return Err(e);
-            }
+            Err(e) => failed = failed.or(Some(e)),
         }
+    }
+    if let Some(e) = failed {
+        let _ = cluster.stop().await;
+        return Err(e);
     }
     match form(&cluster, replicas).await {
         Ok(()) => Ok(cluster),

@@ -12,13 +12,14 @@
 //! ended in errors, with no fault struck by then and no fatal problem or too old a server to
 //! explain them, is a violation too (`never-decided`: a
 //! limiter whose commands the server refuses, such as CROSSSLOT on a cluster); errors after
-//! a fault, and lost replies, leave a span unjudged.
+//! a fault, and lost replies, leave a span unjudged — but a CROSSSLOT refusal, which the
+//! command's keys decide, is explained by no fault except an injected error.
 
 use std::collections::BTreeMap;
 
 use super::{Anomaly, CheckInput, CheckResult, Verdict, ms};
-use crate::history::{HistoryIndex, Outcome, ProblemSource, Request};
-use crate::scenario::Invariant;
+use crate::history::{FaultRecord, HistoryIndex, Outcome, ProblemSource, Request};
+use crate::scenario::{FaultKind, Invariant};
 
 pub fn admits_up_to_limit(input: &CheckInput<'_>) -> CheckResult {
     let max = input.limit.requests_max;
@@ -98,7 +99,14 @@ fn never_decided(history: &HistoryIndex, identity: u32, span: &[&Request]) -> Op
         .problems
         .iter()
         .any(|p| p.fatal || p.source == ProblemSource::ServerVersion);
-    if !errors || explained || history.faults.iter().any(|f| f.t_us <= end_us) {
+    let keyed_refusals = errors
+        && span
+            .iter()
+            .all(|r| r.error.as_deref().is_some_and(refused_for_its_keys));
+    // A fault struck by then explains the errors, unless they are refusals of the command's
+    // keys that only an injected error makes.
+    let fault_explains = |f: &FaultRecord| f.t_us <= end_us && (f.kind == FaultKind::InjectError || !keyed_refusals);
+    if !errors || explained || history.faults.iter().any(fault_explains) {
         return None;
     }
     let mut messages: BTreeMap<&str, usize> = BTreeMap::new();
@@ -112,10 +120,15 @@ fn never_decided(history: &HistoryIndex, identity: u32, span: &[&Request]) -> Op
         requests: vec![first.id, last.id],
         seen: vec![
             format!(
-                "{} requests sent from {} to {}, every one ended in an error, no fault struck",
+                "{} requests sent from {} to {}, every one ended in an error, {}",
                 span.len(),
                 ms(first.invoke_us),
-                ms(last.invoke_us)
+                ms(last.invoke_us),
+                if history.faults.iter().any(|f| f.t_us <= end_us) {
+                    "a refusal its keys decide, which no fault makes but an injected error"
+                } else {
+                    "no fault struck"
+                }
             ),
             format!("{times} of them: {message}"),
         ],
@@ -126,6 +139,17 @@ fn never_decided(history: &HistoryIndex, identity: u32, span: &[&Request]) -> Op
             span.len()
         ),
     })
+}
+
+/// A refusal the command's keys decide, whatever the server's state: `CROSSSLOT` (keys of
+/// several hash slots in one command), as redis-rs words it (`CrossSlot: …`) or as the server
+/// does. No fault but an injected error makes one, so a reshard, a failover or a pause struck
+/// by then does not explain it.
+fn refused_for_its_keys(error: &str) -> bool {
+    error
+        .trim_start_matches('-')
+        .get(..9)
+        .is_some_and(|head| head.eq_ignore_ascii_case("crossslot"))
 }
 
 /// Consecutive full spans of `span_us` from the start of each busy period.

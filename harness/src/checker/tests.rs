@@ -1327,7 +1327,8 @@ fn admits_up_to_limit_unknown_when_unanswered_requests_could_reach_the_bound() {
 }
 
 /// A limiter whose every request is refused (CROSSSLOT on a cluster) decides nothing: its
-/// caller either admits nothing or everything. Not so when a fault struck first.
+/// caller either admits nothing or everything, whatever fault struck first but an injected
+/// error. Other errors after a fault may be the fault's.
 #[test]
 fn admits_up_to_limit_invalid_when_the_limiter_decides_nothing_without_a_fault() {
     const CROSSSLOT: &str = "CrossSlot: Keys in request don't hash to the same slot";
@@ -1345,9 +1346,24 @@ fn admits_up_to_limit_invalid_when_the_limiter_decides_nothing_without_a_fault()
         "{:?}",
         anomaly.seen
     );
-    // After a fault the errors may be the fault's: unknown, as before.
-    let faulted = refused(HistoryBuilder::new().fault(0, FaultKind::ServerPause, None, None));
-    assert_verdict(&faulted.check_one(AdmitsUpToLimit), Verdict::Unknown);
+    // A refusal its keys decide is no fault's doing (a reshard, a pause struck first): still
+    // never-decided, and said so. Only an injected error makes one.
+    for kind in [FaultKind::Reshard, FaultKind::ServerPause, FaultKind::NodePause] {
+        let faulted = refused(HistoryBuilder::new().fault(0, kind, None, None)).check_one(AdmitsUpToLimit);
+        let anomaly = sole_anomaly(&faulted);
+        assert!(anomaly.seen[0].contains("which no fault makes"), "{:?}", anomaly.seen);
+    }
+    let injected = refused(HistoryBuilder::new().fault(0, FaultKind::InjectError, None, None));
+    assert_verdict(&injected.check_one(AdmitsUpToLimit), Verdict::Unknown);
+    // Other errors after a fault may be the fault's: unknown.
+    let lost = (1..).zip((0..=2000).step_by(50)).fold(
+        HistoryBuilder::new().fault(0, FaultKind::ServerPause, None, None),
+        |h, (id, t)| h.failed(id, 0, (t, t + 1), "timed out waiting for the reply"),
+    );
+    assert_verdict(&lost.check_one(AdmitsUpToLimit), Verdict::Unknown);
+    assert!(
+        sole_anomaly(&refused(HistoryBuilder::new()).check_one(AdmitsUpToLimit)).seen[0].contains("no fault struck")
+    );
     // One decision in the span: the limiter works; the errors leave the span undecided.
     let decided = refused(HistoryBuilder::new()).rejected(100, 0, 1000, 1001, 20);
     assert_verdict(&decided.check_one(AdmitsUpToLimit), Verdict::Unknown);

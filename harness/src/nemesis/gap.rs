@@ -9,11 +9,12 @@ use redis::aio::MultiplexedConnection;
 
 use super::gate::{Gate, Hold};
 use super::rules::{CommandRule, GapRule};
+use crate::backend::key_slot;
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
 use crate::request::{RequestCtx, TripSummary};
 use crate::scenario::FaultKind;
-use crate::scenario::{CommandFaultAction, GapFaultAction, Scenario};
+use crate::scenario::{CommandFaultAction, GapFaultAction, Scenario, redirection};
 
 /// What the client does after a gap.
 #[derive(Debug, Default)]
@@ -124,6 +125,8 @@ impl Nemesis {
                 format!("let {place} execute, then dropped its reply and closed the connection")
             }
             CommandFaultAction::InjectError { error } => {
+                let slot = key_slot(command.keys.first().unwrap_or(&req.key).as_bytes());
+                let error = redirection(error, slot, "<its node>");
                 format!("answered {place} with `-{error}` instead of forwarding it")
             }
             CommandFaultAction::ResetConnection => format!("closed the connection instead of forwarding {place}"),

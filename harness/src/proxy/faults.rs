@@ -9,11 +9,12 @@ use async_trait::async_trait;
 
 use super::wirelog::{KEYS_PER_LINE_MAX, Keep, WireLog, shown};
 use super::{Action, Command, InFlight, ProxyHook};
+use crate::backend::key_slot;
 use crate::clock::RunClock;
 use crate::history::{Event, ProblemSource, Recorder};
 use crate::nemesis::{GapHook, Nemesis};
 use crate::request::TripSummary;
-use crate::scenario::CommandFaultAction;
+use crate::scenario::{CommandFaultAction, redirection};
 
 pub struct NemesisHook {
     pub nemesis: Arc<Nemesis>,
@@ -24,6 +25,9 @@ pub struct NemesisHook {
     pub wire: Arc<WireLog>,
     /// The cluster node this hook's proxy fronts (none on one server).
     pub node: Option<u32>,
+    /// The address the proxy listens on, once it does: where an injected `MOVED` or `ASK`
+    /// sends the client (the node it asked, which owns the slot).
+    pub listening: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
 /// A fault on a command queued inside MULTI … EXEC acts as a real server would on the
@@ -92,6 +96,14 @@ fn owners(trip: &[Command], inflight: &InFlight) -> Vec<Option<u32>> {
 }
 
 impl NemesisHook {
+    /// An injected error's text, a redirection's slot (the command's first key's) and node
+    /// (this proxy's address) filled in.
+    fn filled_in(&self, error: &str, command: &TripSummary) -> String {
+        let slot = command.keys.first().map_or(0, |key| key_slot(key.as_bytes()));
+        let node = self.listening.get().map(ToString::to_string).unwrap_or_default();
+        redirection(error, slot, &node)
+    }
+
     /// The wire line of the commands at `positions`, if the wire log keeps it; the log's cut
     /// is recorded once, as a noted problem.
     fn record_wire(&self, conn: u64, request: Option<u64>, positions: &[usize], trip: &[Command], part: &TripSummary) {
@@ -172,7 +184,9 @@ impl ProxyHook for NemesisHook {
                             Action::DelayReply(Duration::from_millis(delay_ms))
                         }
                         CommandFaultAction::DropReply => Action::DropReply,
-                        CommandFaultAction::InjectError { error } => Action::Inject(resp::error_reply(&error)),
+                        CommandFaultAction::InjectError { error } => {
+                            Action::Inject(resp::error_reply(&self.filled_in(&error, &one)))
+                        }
                         CommandFaultAction::ResetConnection => Action::Reset,
                     };
                     break;

@@ -26,7 +26,7 @@ use crate::observer::{
     ExpiryWatch, SampleNow, ServerInfo, keyspace_events_enabled, read_stats, sample_keys, scan_layout, server_info,
     spawn_sampler, subscribe_keyspace, watch_role,
 };
-use crate::proxy::{InFlight, NemesisHook, Proxy, WireLog};
+use crate::proxy::{InFlight, NemesisHook, Proxy, ProxyHook, WireLog};
 use crate::scenario::{CacheTarget, Fault, PhaseKind};
 use crate::workload::{Schedule, plan};
 
@@ -384,11 +384,15 @@ async fn start_proxies(
             clock,
             wire: Arc::clone(&wire),
             node: cluster.map(|_| index as u32),
+            listening: std::sync::OnceLock::new(),
         });
-        let proxy = Proxy::start(node, hook).await.map_err(|e| SetupError::ServerStart {
-            backend: "fault proxy".into(),
-            reason: e.to_string(),
-        })?;
+        let proxy = Proxy::start(node, Arc::clone(&hook) as Arc<dyn ProxyHook>)
+            .await
+            .map_err(|e| SetupError::ServerStart {
+                backend: "fault proxy".into(),
+                reason: e.to_string(),
+            })?;
+        let _ = hook.listening.set(proxy.addr());
         proxies.push(proxy);
     }
     if let Some(cluster) = cluster {

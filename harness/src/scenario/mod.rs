@@ -19,7 +19,7 @@ pub use model::{
     Algorithm, CLUSTER_ERRORS, CacheTarget, CheckConfig, ClockSkew, CommandFault, CommandFaultAction, Expect,
     FailoverConnections, Fault, FaultKind, GapFault, GapFaultAction, INJECTABLE_ERRORS, Invariant, Limit,
     MemoryPressure, Persistence, Phase, PhaseKind, Pick, Scenario, ServerAction, ServerConfig, ServerErrorPolicy,
-    ServerFault, Setup, Spacing, Topology, WINDOW_MS_RANGE,
+    ServerFault, Setup, Spacing, Topology, WINDOW_MS_RANGE, redirection,
 };
 pub use ttl::TtlMax;
 

@@ -872,12 +872,28 @@ pub const INJECTABLE_ERRORS: [(&str, &str); 5] = [
 
 /// The errors of a Redis Cluster `inject-error` knows too (on one server as well: a client
 /// that meets them there has a cluster client's handling to show), with the server's text.
-/// Not among the errors `explore` draws from.
-pub const CLUSTER_ERRORS: [(&str, &str); 3] = [
+/// Not among the errors `explore` draws from. The redirections are filled in where they are
+/// sent ([`redirection`]): [`SLOT`] is the slot of the command's first key, [`NODE`] the
+/// address the node the command went to announces (its fault proxy's) — a client that follows
+/// `MOVED` or `ASK` (with `ASKING`) is sent back to the node it asked, which owns the slot.
+pub const CLUSTER_ERRORS: [(&str, &str); 5] = [
     ("CLUSTERDOWN", "CLUSTERDOWN The cluster is down"),
     ("TRYAGAIN", "TRYAGAIN Multiple keys request during rehashing of slot"),
     ("CROSSSLOT", "CROSSSLOT Keys in request don't hash to the same slot"),
+    ("MOVED", "MOVED {slot} {node}"),
+    ("ASK", "ASK {slot} {node}"),
 ];
+
+/// Where a redirection's slot goes in its text ([`CLUSTER_ERRORS`]).
+pub const SLOT: &str = "{slot}";
+/// Where a redirection's node address goes in its text ([`CLUSTER_ERRORS`]).
+pub const NODE: &str = "{node}";
+
+/// An injected error's text with a redirection's [`SLOT`] and [`NODE`] filled in (other
+/// errors unchanged).
+pub fn redirection(error: &str, slot: u16, node: &str) -> String {
+    error.replace(SLOT, &slot.to_string()).replace(NODE, node)
+}
 
 /// A fault of the server itself: at `after_ms` from the start of `phase`, the nemesis acts
 /// on the limiter's server (a backend the harness started; a server at a URL refuses them).
