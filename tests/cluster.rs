@@ -440,6 +440,46 @@ async fn a_reshard_moves_a_slot_mid_traffic_and_the_limiter_follows_it() {
     );
 }
 
+/// `cluster-resharding` with Valkey 9's atomic slot migration (`method = "atomic"`) on
+/// Valkey 9.1: the slot moves while traffic runs, with no `ASK` (the source serves the slot
+/// until it hands it over) and no `del` of the source's copy; the key arrives with its TTL,
+/// the limiter follows `MOVED`, and every invariant holds.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_atomic_slot_migration_on_valkey_moves_the_slot_and_the_limiter_follows_it() {
+    use limiter_harness::history::Event;
+    let path = limiter_harness_tests::scenario_path("cluster-resharding");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("migrating_ms = 300", "method = \"atomic\"");
+    assert!(
+        text.contains("method = \"atomic\""),
+        "the reshard's migrating_ms is replaced"
+    );
+    let scenario = limiter_harness::scenario::parse_scenario(&path, &text).expect("parses");
+    let valkey = limiter_harness_tests::installed_backend("valkey-9.1").await;
+    let (report, dir) = limiter_harness_tests::run_on(scenario, "lua-fixed-window", valkey, false).await;
+    assert_eq!(
+        report.verdict,
+        limiter_harness::checker::Verdict::Valid,
+        "{:#?}\n{:?}",
+        report.invariants,
+        report.faults
+    );
+    let outcome = &report.faults[0].outcome;
+    assert!(
+        outcome.contains("by atomic slot migration (CLUSTER MIGRATESLOTS)"),
+        "{outcome}"
+    );
+    assert_eq!(report.observed.counts.errors, 0, "{:?}", report.observed.counts);
+    let redirected = report.observed.cluster_replies.join("; ");
+    assert!(!redirected.contains("ASK"), "no ASK: {redirected}");
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let deleted = events
+        .iter()
+        .any(|e| matches!(e, Event::Keyspace { key, event, .. } if key == "rl:0" && event == "del"));
+    assert!(!deleted, "the source's copy goes without a `del`");
+}
+
 /// The shipped cluster scenario `name` with `lua-fixed-window` in processes: valid; its
 /// report and history.
 async fn valid_run(name: &str) -> (limiter_harness::report::Report, Vec<limiter_harness::history::Event>) {
@@ -584,6 +624,47 @@ async fn a_cluster_error_is_injected_by_the_proxy_of_the_node_that_owns_the_key(
         surfaced.verdict,
         limiter_harness::checker::Verdict::Valid,
         "{surfaced:#?}"
+    );
+}
+
+/// Incident 1 on a cluster: identity 0's key expires between `get-then-incr`'s GET and its
+/// INCR (the nemesis's cluster connection sends the `PEXPIRE` to the node serving its slot),
+/// and the INCR mints a key without a TTL there.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_expiring_between_round_trips_on_a_cluster_is_the_immortal_counter_there_too() {
+    use limiter_harness::checker::Verdict;
+    use limiter_harness::history::Event;
+    use limiter_harness::scenario::Invariant;
+    let path = limiter_harness_tests::scenario_path("cluster-steady");
+    let text = std::fs::read_to_string(&path).unwrap()
+        + "\n[[fault]]\nkind = \"expire-between-round-trips\"\nidentity = 0\nrequest = 12\nbefore_command = [\"INCR\"]\n";
+    let scenario = limiter_harness::scenario::parse_scenario(&path, &text).expect("parses");
+    let (report, dir) = limiter_harness_tests::run(scenario, "get-then-incr", Kind::Process)
+        .await
+        .expect("a process backend");
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let effects: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Fault { effect, .. } => Some(effect.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        effects.len() == 1 && effects[0].contains("PEXPIRE rl:0 1") && effects[0].contains("the key expired"),
+        "{effects:?}"
+    );
+    let ttl = report
+        .invariants
+        .iter()
+        .find(|c| c.invariant == Invariant::TtlPresent)
+        .expect("checked");
+    assert_eq!(ttl.verdict, Verdict::Invalid, "{ttl:#?}");
+    assert!(
+        ttl.anomalies
+            .iter()
+            .any(|a| (a.kind.as_str(), a.key.as_str()) == ("immortal-key", "rl:0")),
+        "{ttl:#?}"
     );
 }
 

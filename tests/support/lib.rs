@@ -112,6 +112,16 @@ pub async fn run_spec(
     via_proxy: bool,
 ) -> Option<(Report, tempfile::TempDir)> {
     let backend = backend(kind).await?;
+    Some(run_on(scenario, spec, backend, via_proxy).await)
+}
+
+/// [`run_spec`] on `backend` (e.g. an [`installed_backend`]).
+pub async fn run_on(
+    scenario: Scenario,
+    spec: &str,
+    backend: Arc<dyn Backend>,
+    via_proxy: bool,
+) -> (Report, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
     let seed = scenario.seed.unwrap_or(1);
     let outcome = runner::run(RunConfig {
@@ -132,7 +142,7 @@ pub async fn run_spec(
         "servers left behind: {:?}",
         outcome.leftovers
     );
-    Some((outcome.report, dir))
+    (outcome.report, dir)
 }
 
 /// Like [`run_spec`] on a process server, returning the setup error instead of panicking.

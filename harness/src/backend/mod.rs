@@ -32,7 +32,7 @@ pub use image::{ensure_image, image_name};
 pub use pair::{FailoverPair, wait_link_up};
 pub use process::{ProcessBackend, pid_dir};
 pub use relay::socket_addr;
-pub use reshard::{SlotMove, move_slot, owner_of};
+pub use reshard::{SlotMove, move_slot, move_slot_atomically, owner_of};
 pub use settings::{
     HARNESS_CLIENT_NAME, KEYSPACE_FLAGS, RESPONSE_TIMEOUT, SaveSettings, configure, configure_after_restart, connect,
     connect_client, restore, unlink,

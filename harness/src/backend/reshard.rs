@@ -35,9 +35,129 @@ struct Primary {
     id: String,
 }
 
+/// How long an atomic slot migration and the primaries' agreement on its end may take.
+const ATOMIC_WITHIN: Duration = Duration::from_secs(10);
+
 /// Move `slot` from the primary serving it to the next one (in the cluster's order), holding
 /// it `migrating` (its keys moved, the slot not yet given away) for that long.
 pub async fn move_slot(cluster: &Cluster, slot: u16, migrating: Duration) -> Result<SlotMove, SetupError> {
+    let (mut primaries, from, to) = source_and_target(cluster, slot).await?;
+    let (from_id, to_id) = (primaries[from].id.clone(), primaries[to].id.clone());
+    setslot(&mut primaries[to].conn, slot, "IMPORTING", &from_id).await?;
+    setslot(&mut primaries[from].conn, slot, "MIGRATING", &to_id).await?;
+    let target = socket_addr(&primaries[to].url).map_err(|e| cluster_error(&e.to_string()))?;
+    let mut keys_moved = migrate_all(&mut primaries[from].conn, slot, target).await?;
+    tokio::time::sleep(migrating).await;
+    // A key written meanwhile to one that still existed on the source stayed there.
+    keys_moved += migrate_all(&mut primaries[from].conn, slot, target).await?;
+    // The target first, then the source, then the rest (as redis-cli does).
+    for index in std::iter::once(to)
+        .chain(std::iter::once(from))
+        .chain((0..primaries.len()).filter(|i| *i != to && *i != from))
+    {
+        setslot(&mut primaries[index].conn, slot, "NODE", &to_id).await?;
+    }
+    Ok(SlotMove {
+        slot,
+        from: primaries[from].url.clone(),
+        to: primaries[to].url.clone(),
+        keys_moved,
+    })
+}
+
+/// Move `slot` to the next primary by Valkey's atomic slot migration (9.0 and later): `CLUSTER
+/// MIGRATESLOTS` on the source, which copies the slot's keys to the target while it goes on
+/// serving them and then hands the slot over at once; done when the source reports the job a
+/// success and every primary lists the target as the slot's owner.
+pub async fn move_slot_atomically(cluster: &Cluster, slot: u16) -> Result<SlotMove, SetupError> {
+    let (mut primaries, from, to) = source_and_target(cluster, slot).await?;
+    let to_id = primaries[to].id.clone();
+    let mut count = redis::cmd("CLUSTER");
+    count.arg("COUNTKEYSINSLOT").arg(slot);
+    let keys_moved: usize = query(&mut primaries[from].conn, &count, "CLUSTER COUNTKEYSINSLOT").await?;
+    let mut start = redis::cmd("CLUSTER");
+    start
+        .arg("MIGRATESLOTS")
+        .arg("SLOTSRANGE")
+        .arg(slot)
+        .arg(slot)
+        .arg("NODE")
+        .arg(&to_id);
+    let started: redis::RedisResult<()> = start.query_async(&mut primaries[from].conn).await;
+    started.map_err(|e| {
+        cluster_error(&format!(
+            "CLUSTER MIGRATESLOTS (atomic slot migration needs Valkey 9.0 or later): {e}"
+        ))
+    })?;
+    let deadline = tokio::time::Instant::now() + ATOMIC_WITHIN;
+    let range = format!("{slot}-{slot}");
+    loop {
+        let jobs: Vec<redis::Value> = query(
+            &mut primaries[from].conn,
+            redis::cmd("CLUSTER").arg("GETSLOTMIGRATIONS"),
+            "CLUSTER GETSLOTMIGRATIONS",
+        )
+        .await?;
+        let job = jobs.iter().map(fields).find(|f| f.get("slot_ranges") == Some(&range));
+        match job.as_ref().and_then(|f| f.get("state")).map(String::as_str) {
+            Some("success") => break,
+            Some(state @ ("failed" | "cancelled")) => {
+                let message = job.as_ref().and_then(|f| f.get("message")).cloned().unwrap_or_default();
+                return Err(cluster_error(&format!(
+                    "the atomic migration of slot {slot} ended {state}: {message}"
+                )));
+            }
+            _ if tokio::time::Instant::now() >= deadline => {
+                return Err(cluster_error(&format!(
+                    "the atomic migration of slot {slot} did not succeed within {} s",
+                    ATOMIC_WITHIN.as_secs()
+                )));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    // The others learn the new owner over gossip: done when every primary says so.
+    for primary in &mut primaries {
+        loop {
+            let nodes: String = query(&mut primary.conn, redis::cmd("CLUSTER").arg("NODES"), "CLUSTER NODES").await?;
+            if owner_of(&nodes, slot).as_deref() == Some(to_id.as_str()) {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(cluster_error(&format!(
+                    "the primary at {} still does not list the target as slot {slot}'s owner",
+                    primary.url
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(SlotMove {
+        slot,
+        from: primaries[from].url.clone(),
+        to: primaries[to].url.clone(),
+        keys_moved,
+    })
+}
+
+/// A `CLUSTER GETSLOTMIGRATIONS` entry's fields (a map, or in RESP2 a flat list of names and
+/// values), as text.
+fn fields(job: &redis::Value) -> std::collections::BTreeMap<String, String> {
+    let text = |v: &redis::Value| redis::from_redis_value_ref::<String>(v).unwrap_or_default();
+    match job {
+        redis::Value::Map(pairs) => pairs.iter().map(|(k, v)| (text(k), text(v))).collect(),
+        redis::Value::Array(items) => items
+            .chunks(2)
+            .filter(|p| p.len() == 2)
+            .map(|p| (text(&p[0]), text(&p[1])))
+            .collect(),
+        _ => Default::default(),
+    }
+}
+
+/// The cluster's primaries (connected, with their ids), the index of the one serving `slot`
+/// and of the next one, where it goes.
+async fn source_and_target(cluster: &Cluster, slot: u16) -> Result<(Vec<Primary>, usize, usize), SetupError> {
     let mut primaries = Vec::new();
     for url in cluster.primary_urls() {
         let mut conn = connect(url).await?;
@@ -66,27 +186,7 @@ pub async fn move_slot(cluster: &Cluster, slot: u16, migrating: Duration) -> Res
         ))
     })?;
     let to = (from + 1) % primaries.len();
-    let (from_id, to_id) = (primaries[from].id.clone(), primaries[to].id.clone());
-    setslot(&mut primaries[to].conn, slot, "IMPORTING", &from_id).await?;
-    setslot(&mut primaries[from].conn, slot, "MIGRATING", &to_id).await?;
-    let target = socket_addr(&primaries[to].url).map_err(|e| cluster_error(&e.to_string()))?;
-    let mut keys_moved = migrate_all(&mut primaries[from].conn, slot, target).await?;
-    tokio::time::sleep(migrating).await;
-    // A key written meanwhile to one that still existed on the source stayed there.
-    keys_moved += migrate_all(&mut primaries[from].conn, slot, target).await?;
-    // The target first, then the source, then the rest (as redis-cli does).
-    for index in std::iter::once(to)
-        .chain(std::iter::once(from))
-        .chain((0..primaries.len()).filter(|i| *i != to && *i != from))
-    {
-        setslot(&mut primaries[index].conn, slot, "NODE", &to_id).await?;
-    }
-    Ok(SlotMove {
-        slot,
-        from: primaries[from].url.clone(),
-        to: primaries[to].url.clone(),
-        keys_moved,
-    })
+    Ok((primaries, from, to))
 }
 
 /// Every key of `slot` on the source, moved to `target`; how many.

@@ -5,11 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::MultiplexedConnection;
 
 use super::gate::{Gate, Hold};
 use super::rules::{CommandRule, GapRule};
-use crate::backend::key_slot;
+use crate::backend::{Conn, key_slot};
 use crate::clock::RunClock;
 use crate::history::{Event, Recorder};
 use crate::request::{RequestCtx, TripSummary};
@@ -61,13 +60,15 @@ pub struct Nemesis {
     command_rules: Vec<CommandRule>,
     /// Held for writing while a strike is in progress: by identity, and for all.
     gates: HashMap<Option<u32>, Arc<Gate>>,
-    control: MultiplexedConnection,
+    control: Conn,
     recorder: Recorder,
     clock: RunClock,
 }
 
 impl Nemesis {
-    pub fn new(scenario: &Scenario, control: MultiplexedConnection, recorder: Recorder, clock: RunClock) -> Self {
+    /// `control` reaches the limiter's keys: a connection to its server, or on a cluster a
+    /// cluster connection (each key's commands go to the node serving its slot).
+    pub fn new(scenario: &Scenario, control: impl Into<Conn>, recorder: Recorder, clock: RunClock) -> Self {
         let rules = scenario
             .faults
             .iter()
@@ -88,7 +89,7 @@ impl Nemesis {
             rules,
             command_rules,
             gates,
-            control,
+            control: control.into(),
             recorder,
             clock,
         }

@@ -13,7 +13,7 @@ use super::fault_error::FaultError;
 use super::node_failover::{node_failover, repl_offset};
 use super::node_pause::node_pause;
 use crate::backend::{BackendError, HARNESS_CLIENT_NAME, configure_after_restart, connect};
-use crate::backend::{ServerHandle, key_slot, move_slot, socket_addr};
+use crate::backend::{ServerHandle, key_slot, move_slot, move_slot_atomically, socket_addr};
 use crate::clock::RunClock;
 use crate::history::{Event, ProblemSource, Recorder};
 use crate::keys::KeyLayout;
@@ -114,7 +114,11 @@ impl<'a> ServerNemesis<'a> {
                 lose_writes_ms,
                 connections,
             } => self.failover(lose_writes_ms, connections, &mut outage).await,
-            ServerAction::Reshard { identity, migrating_ms } => self.reshard(identity, migrating_ms).await,
+            ServerAction::Reshard {
+                identity,
+                migrating_ms,
+                atomic,
+            } => self.reshard(identity, migrating_ms, atomic).await,
             ServerAction::NodeFailover {
                 identity,
                 lose_writes_ms,
@@ -192,9 +196,16 @@ impl<'a> ServerNemesis<'a> {
     }
 
     /// Move the slot of `identity`'s key to the next primary, its keys with it.
-    async fn reshard(&self, identity: u32, migrating_ms: u64) -> Result<String, FaultError> {
+    async fn reshard(&self, identity: u32, migrating_ms: u64, atomic: bool) -> Result<String, FaultError> {
         let cluster = self.server.as_cluster().ok_or(FaultError::NotACluster)?;
         let key = self.key_of(identity)?;
+        if atomic {
+            let moved = move_slot_atomically(cluster, key_slot(key.as_bytes())).await?;
+            return Ok(format!(
+                "moved slot {} (identity {identity}'s key `{key}`) from the primary at {} to the one at {} by atomic slot migration (CLUSTER MIGRATESLOTS): {} key(s) copied while the source served them, TTLs kept, then the slot handed over at once (MOVED)",
+                moved.slot, moved.from, moved.to, moved.keys_moved
+            ));
+        }
         let moved = move_slot(cluster, key_slot(key.as_bytes()), Duration::from_millis(migrating_ms)).await?;
         Ok(format!(
             "moved slot {} (identity {identity}'s key `{key}`) from the primary at {} to the one at {}: {} key(s) moved with MIGRATE, TTLs kept; the slot migrated for {migrating_ms} ms (ASK), then belonged to its new primary (MOVED)",

@@ -195,7 +195,12 @@ fn server_spec(fault: &ServerFault) -> String {
         ServerAction::NodePause { identity, pause_ms } => {
             format!("node-pause: identity {identity}'s primary stopped for {pause_ms} ms")
         }
-        ServerAction::Reshard { identity, migrating_ms } => {
+        ServerAction::Reshard {
+            identity, atomic: true, ..
+        } => format!("reshard: identity {identity}'s slot to the next primary, by atomic slot migration"),
+        ServerAction::Reshard {
+            identity, migrating_ms, ..
+        } => {
             format!("reshard: identity {identity}'s slot to the next primary, migrating for {migrating_ms} ms")
         }
         ServerAction::Failover {

@@ -15,7 +15,7 @@ use super::driver::Driver;
 use super::layout::{plant, refuse_foreign_setup, resolve_layout};
 use super::progress::Progress;
 use super::setup::Servers;
-use crate::backend::{Conn, configure, connect, restore, unlink};
+use crate::backend::{Conn, configure, connect, connect_cluster, restore, unlink};
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, HistoryIndex, ProblemSource, Recorder, ServerRole};
@@ -111,7 +111,12 @@ pub async fn execute(
 
     // The limiter starts first: an adapter's hello may describe its keys, which everything
     // after (the proxy, the observer, the setup, the checks) needs.
-    let nemesis = Arc::new(Nemesis::new(scenario, connect(&url).await?, recorder.clone(), clock));
+    // The nemesis's own connection to the limiter's keys: on a cluster, routed by slot.
+    let control: Conn = match admin.cluster.as_deref() {
+        Some(seeds) => connect_cluster(seeds).await?.into(),
+        None => connect(&url).await?.into(),
+    };
+    let nemesis = Arc::new(Nemesis::new(scenario, control, recorder.clone(), clock));
     let link = start_limiter_client(config, &url, admin.cluster.as_deref(), &nemesis, recorder, clock, state).await?;
     let layout = decide_keys(config, &link, recorder, clock, state);
 

@@ -109,6 +109,9 @@ pub struct FaultFile {
     pub persistence: Option<Spanned<String>>,
     /// `reshard`: how long the slot stays migrating, its keys already moved (clients get `ASK`).
     pub migrating_ms: Option<Spanned<i64>>,
+    /// `reshard`: `migrate` (`SETSLOT` and `MIGRATE`, the default) or `atomic` (Valkey 9's
+    /// `CLUSTER MIGRATESLOTS`).
+    pub method: Option<Spanned<String>>,
     /// `failover`: how long replication is held back before the replica is promoted.
     pub lose_writes_ms: Option<Spanned<i64>>,
     /// `failover`: `stay` (open connections stay with the demoted node) or `move` (closed).

@@ -928,8 +928,16 @@ pub enum ServerAction {
     /// runs, as `redis-cli --cluster reshard` does — `SETSLOT IMPORTING`/`MIGRATING`, the
     /// slot's keys moved with `MIGRATE` (TTLs included), the slot held in that state for
     /// `migrating_ms` (clients get `ASK`, multi-key commands `TRYAGAIN`), then `SETSLOT NODE`
-    /// on every primary (clients get `MOVED`).
-    Reshard { identity: u32, migrating_ms: u64 },
+    /// on every primary (clients get `MOVED`). With `atomic` (`method = "atomic"`, Valkey 9.0
+    /// and later), Valkey's atomic slot migration instead: `CLUSTER MIGRATESLOTS` on the
+    /// source, which copies the slot to the target while the source serves it and hands it
+    /// over at once (no `ASK`, no slot held migrating: `migrating_ms` is 0), then `MOVED`.
+    Reshard {
+        identity: u32,
+        migrating_ms: u64,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        atomic: bool,
+    },
     /// On a cluster with replicas: the primary of `identity`'s key fails over to its replica.
     /// With `lose_writes_ms`, replication is held back that long in the primary's fault proxy
     /// first and the replica takes over at once (`CLUSTER FAILOVER TAKEOVER`): the writes the

@@ -426,6 +426,10 @@ fn check_cluster_faults(
             Fault::MemoryPressure(p) => p.target == CacheTarget::CacheServer,
             // Applied by the fault proxy in front of each node.
             Fault::OnCommand(_) => true,
+            // Between a request's round trips; the nemesis reaches a key on the node serving it.
+            Fault::ExpireBetweenRoundTrips(_)
+            | Fault::StallBetweenRoundTrips(_)
+            | Fault::ClientDiesBetweenRoundTrips(_) => true,
             _ => false,
         };
         if !runs {
@@ -435,7 +439,7 @@ fn check_cluster_faults(
                     format!("fault `{}` does not run on topology = \"cluster\" yet", fault.kind().name()),
                 )
                 .with_help(
-                    "on a cluster: reshard, node-failover, node-pause, clock-skew, the faults on a command's reply (delay-reply, drop-reply, inject-error, reset-connection), and memory-pressure with target = \"cache-server\"; or drop `topology = \"cluster\"` to run it on one server",
+                    "on a cluster: reshard, node-failover, node-pause, clock-skew, the faults between round trips (expire-, stall- and client-dies-between-round-trips), the faults on a command's reply (delay-reply, drop-reply, inject-error, reset-connection), and memory-pressure with target = \"cache-server\"; or drop `topology = \"cluster\"` to run it on one server",
                 ));
         }
     }
@@ -796,7 +800,39 @@ fn resolve_clock_skew(f: &FaultFile, limit: &Limit, src: &Source<'_>) -> Result<
     })
 }
 
-const SERVER_TAKES: &str = "phase, after_ms (server-restart: persistence; server-pause: pause_ms; failover: lose_writes_ms, connections; reshard: identity, migrating_ms; node-failover: identity, lose_writes_ms; node-pause: identity, pause_ms)";
+const SERVER_TAKES: &str = "phase, after_ms (server-restart: persistence; server-pause: pause_ms; failover: lose_writes_ms, connections; reshard: identity, migrating_ms, method; node-failover: identity, lose_writes_ms; node-pause: identity, pause_ms)";
+
+/// A `reshard`: by `SETSLOT` and `MIGRATE` (held migrating `migrating_ms`, 200 by default),
+/// or atomic (`method = "atomic"`, nothing held migrating).
+fn reshard(f: &FaultFile, limit: &Limit, src: &Source<'_>) -> Result<ServerAction, ScenarioError> {
+    let atomic = match &f.method {
+        None => false,
+        Some(m) => match m.get_ref().as_str() {
+            "migrate" => false,
+            "atomic" => true,
+            other => {
+                return Err(src
+                    .error(m, format!("unknown method `{other}`"))
+                    .with_help("`migrate` (SETSLOT and MIGRATE, the default) or `atomic` (Valkey 9.0 and later: CLUSTER MIGRATESLOTS)"));
+            }
+        },
+    };
+    let migrating_ms = match (&f.migrating_ms, atomic) {
+        (Some(v), true) => {
+            return Err(src
+                .error(v, "an atomic slot migration holds no slot migrating")
+                .with_help("drop `migrating_ms`, or use `method = \"migrate\"`"));
+        }
+        (Some(v), false) => src.in_range(v, "migrating_ms", 0..=60_000)?,
+        (None, true) => 0,
+        (None, false) => 200,
+    };
+    Ok(ServerAction::Reshard {
+        identity: fault_identity(f, limit, src)?,
+        migrating_ms,
+        atomic,
+    })
+}
 
 /// A fault of the server itself: the phase it strikes in and when, from the phase's start.
 fn resolve_server_fault(
@@ -812,6 +848,7 @@ fn resolve_server_fault(
     }
     if kind != FaultKind::Reshard {
         src.not_for(&f.migrating_ms, "migrating_ms", &what, SERVER_TAKES)?;
+        src.not_for(&f.method, "method", &what, SERVER_TAKES)?;
     }
     src.not_for(&f.request, "request", &what, SERVER_TAKES)?;
     src.not_for(&f.before_command, "before_command", &what, SERVER_TAKES)?;
@@ -931,13 +968,7 @@ fn server_action(
             )?,
         },
         FaultKind::ScriptFlush => ServerAction::ScriptFlush,
-        FaultKind::Reshard => ServerAction::Reshard {
-            identity: fault_identity(f, limit, src)?,
-            migrating_ms: match &f.migrating_ms {
-                Some(v) => src.in_range(v, "migrating_ms", 0..=60_000)?,
-                None => 200,
-            },
-        },
+        FaultKind::Reshard => reshard(f, limit, src)?,
         FaultKind::NodeFailover => ServerAction::NodeFailover {
             identity: fault_identity(f, limit, src)?,
             lose_writes_ms: match &f.lose_writes_ms {
@@ -1046,6 +1077,7 @@ fn resolve_command_fault(
         persistence: None,
         lose_writes_ms: None,
         migrating_ms: None,
+        method: None,
         connections: None,
         instance: None,
         offset_ms: None,
@@ -1083,6 +1115,8 @@ fn reject_moment_and_memory_fields(
     src.not_for(&f.lose_writes_ms, "lose_writes_ms", kind, takes)?;
     src.not_for(&f.connections, "connections", kind, takes)?;
     src.not_for(&f.persistence, "persistence", kind, takes)?;
+    src.not_for(&f.migrating_ms, "migrating_ms", kind, takes)?;
+    src.not_for(&f.method, "method", kind, takes)?;
     src.not_for(&f.phase, "phase", kind, takes)?;
     src.not_for(&f.value_bytes, "value_bytes", kind, takes)?;
     src.not_for(&f.ttl_s, "ttl_s", kind, takes)?;
@@ -1149,6 +1183,8 @@ fn resolve_pressure(
     src.not_for(&f.after_ms, "after_ms", kind, PRESSURE_TAKES)?;
     src.not_for(&f.pause_ms, "pause_ms", kind, PRESSURE_TAKES)?;
     src.not_for(&f.persistence, "persistence", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.migrating_ms, "migrating_ms", kind, PRESSURE_TAKES)?;
+    src.not_for(&f.method, "method", kind, PRESSURE_TAKES)?;
     reject_command_fields(f, kind, PRESSURE_TAKES, src)?;
     let phase = f.phase.as_ref().ok_or_else(|| {
         src.error(

@@ -1215,10 +1215,18 @@ fn a_fault_that_does_not_run_on_a_cluster_yet_is_refused_at_its_kind() {
     assert_error_at(
         &err,
         &text,
-        locate(&text, "\"expire-between-round-trips\""),
-        &["fault `expire-between-round-trips` does not run on topology = \"cluster\" yet"],
+        locate(&text, "\"memory-pressure\""),
+        &["fault `memory-pressure` does not run on topology = \"cluster\" yet"],
     );
     assert_help_has(&err, "clock-skew");
+    assert_help_has(&err, "expire-, stall- and client-dies-between-round-trips");
+    // The faults between round trips run there: the nemesis reaches the key on its node.
+    let gap =
+        on_server("topology = \"cluster\"") + "\n[[fault]]\nkind = \"expire-between-round-trips\"\nidentity = 0\n";
+    assert!(matches!(
+        &parse_ok(&gap).faults[0],
+        super::Fault::ExpireBetweenRoundTrips(_)
+    ));
     let skewed =
         on_server("topology = \"cluster\"") + "\n[[fault]]\nkind = \"clock-skew\"\ninstance = 0\noffset_ms = 100\n";
     assert!(parse_ok(&skewed).server.topology.is_cluster());
@@ -1251,9 +1259,32 @@ fn a_reshard_resolves_on_a_cluster_with_its_defaults_and_is_refused_on_one_serve
         reshard.action,
         ServerAction::Reshard {
             identity: 0,
-            migrating_ms: 200
+            migrating_ms: 200,
+            atomic: false
         }
     );
+    // Valkey's atomic slot migration: no slot held migrating, so no `migrating_ms`.
+    let atomic = parse_ok(&(on_server("topology = \"cluster\"") + fault + "method = \"atomic\"\n"));
+    assert_eq!(
+        atomic.faults[0].server().expect("a server fault").action,
+        ServerAction::Reshard {
+            identity: 0,
+            migrating_ms: 0,
+            atomic: true
+        }
+    );
+    let text = on_server("topology = \"cluster\"") + fault + "method = \"atomic\"\nmigrating_ms = 100\n";
+    let err = parse_err(&text);
+    assert_error_at(
+        &err,
+        &text,
+        value_of(&text, "migrating_ms = 100"),
+        &["holds no slot migrating"],
+    );
+    let text = on_server("topology = \"cluster\"") + fault + "method = \"swift\"\n";
+    let err = parse_err(&text);
+    assert_error_at(&err, &text, locate(&text, "\"swift\""), &["unknown method `swift`"]);
+    assert_help_has(&err, "CLUSTER MIGRATESLOTS");
     let text = on_server("maxmemory_policy = \"noeviction\"") + fault;
     let err = parse_err(&text);
     assert_error_at(
