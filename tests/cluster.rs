@@ -480,6 +480,18 @@ async fn an_atomic_slot_migration_on_valkey_moves_the_slot_and_the_limiter_follo
     assert!(!deleted, "the source's copy goes without a `del`");
 }
 
+/// What `report` says of `invariant` (which the run checked).
+fn checked(
+    report: &limiter_harness::report::Report,
+    invariant: limiter_harness::scenario::Invariant,
+) -> &limiter_harness::checker::CheckResult {
+    report
+        .invariants
+        .iter()
+        .find(|c| c.invariant == invariant)
+        .unwrap_or_else(|| panic!("{invariant:?} checked"))
+}
+
 /// The shipped cluster scenario `name` with `lua-fixed-window` in processes: valid; its
 /// report and history.
 async fn valid_run(name: &str) -> (limiter_harness::report::Report, Vec<limiter_harness::history::Event>) {
@@ -615,11 +627,7 @@ async fn a_cluster_error_is_injected_by_the_proxy_of_the_node_that_owns_the_key(
             "request #{id} of {key}: wire lines on nodes {nodes:?}, its key on node {owner}"
         );
     }
-    let surfaced = report
-        .invariants
-        .iter()
-        .find(|c| c.invariant == limiter_harness::scenario::Invariant::ErrorsSurfaced)
-        .expect("checked");
+    let surfaced = checked(&report, limiter_harness::scenario::Invariant::ErrorsSurfaced);
     assert_eq!(
         surfaced.verdict,
         limiter_harness::checker::Verdict::Valid,
@@ -654,11 +662,7 @@ async fn a_key_expiring_between_round_trips_on_a_cluster_is_the_immortal_counter
         effects.len() == 1 && effects[0].contains("PEXPIRE rl:0 1") && effects[0].contains("the key expired"),
         "{effects:?}"
     );
-    let ttl = report
-        .invariants
-        .iter()
-        .find(|c| c.invariant == Invariant::TtlPresent)
-        .expect("checked");
+    let ttl = checked(&report, Invariant::TtlPresent);
     assert_eq!(ttl.verdict, Verdict::Invalid, "{ttl:#?}");
     assert!(
         ttl.anomalies
@@ -715,11 +719,7 @@ async fn an_injected_moved_or_ask_is_followed_back_to_the_node_that_owns_the_slo
         |e| matches!(e, Event::Wire { commands, .. } if commands.iter().any(|c| c.eq_ignore_ascii_case("ASKING"))),
     );
     assert!(asking, "the ASK was followed with ASKING");
-    let surfaced = report
-        .invariants
-        .iter()
-        .find(|c| c.invariant == limiter_harness::scenario::Invariant::ErrorsSurfaced)
-        .expect("checked");
+    let surfaced = checked(&report, limiter_harness::scenario::Invariant::ErrorsSurfaced);
     assert_eq!(
         surfaced.verdict,
         limiter_harness::checker::Verdict::Valid,
@@ -744,11 +744,7 @@ async fn a_node_failover_loses_the_held_writes_and_the_checkers_put_the_reset_on
     let (report, dir) = limiter_harness_tests::run_spec(scenario, &adapter, Kind::Process, false)
         .await
         .expect("a process backend");
-    let reset = report
-        .invariants
-        .iter()
-        .find(|c| c.invariant == Invariant::NoCounterReset)
-        .expect("checked");
+    let reset = checked(&report, Invariant::NoCounterReset);
     assert_eq!(reset.verdict, Verdict::Invalid, "{reset:#?}");
     assert!(
         reset.summary.contains("promoted by fault 0"),
