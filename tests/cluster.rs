@@ -480,6 +480,36 @@ async fn an_atomic_slot_migration_on_valkey_moves_the_slot_and_the_limiter_follo
     assert!(!deleted, "the source's copy goes without a `del`");
 }
 
+/// `cluster-steady` with `faults` added (and `errors-surfaced` checked when `surfaced`),
+/// run on `limiter` in processes: its report and history.
+async fn cluster_steady_with(
+    faults: &str,
+    limiter: &str,
+    surfaced: bool,
+) -> (limiter_harness::report::Report, Vec<limiter_harness::history::Event>) {
+    let path = limiter_harness_tests::scenario_path("cluster-steady");
+    let mut text = std::fs::read_to_string(&path).unwrap() + faults;
+    if surfaced {
+        text = text.replace("invariants = [", "invariants = [\"errors-surfaced\", ");
+    }
+    let scenario = limiter_harness::scenario::parse_scenario(&path, &text).expect("parses");
+    let (report, dir) = limiter_harness_tests::run(scenario, limiter, Kind::Process)
+        .await
+        .expect("a process backend");
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    (report, events)
+}
+
+/// No error was swallowed: `errors-surfaced` is valid.
+fn surfaced_valid(report: &limiter_harness::report::Report) {
+    let surfaced = checked(report, limiter_harness::scenario::Invariant::ErrorsSurfaced);
+    assert_eq!(
+        surfaced.verdict,
+        limiter_harness::checker::Verdict::Valid,
+        "{surfaced:#?}"
+    );
+}
+
 /// What `report` says of `invariant` (which the run checked).
 fn checked(
     report: &limiter_harness::report::Report,
@@ -580,22 +610,15 @@ async fn an_exec_adapter_on_a_cluster_reaches_every_node_through_its_proxy() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_error_is_injected_by_the_proxy_of_the_node_that_owns_the_key() {
     use limiter_harness::history::Event;
-    let path = limiter_harness_tests::scenario_path("cluster-steady");
-    let text = std::fs::read_to_string(&path).unwrap()
-        + "\n[[fault]]\nkind = \"inject-error\"\nidentity = 0\nrequest = 5\nerror = \"TRYAGAIN\"\ntimes = 2\n\
+    let faults = "\n[[fault]]\nkind = \"inject-error\"\nidentity = 0\nrequest = 5\nerror = \"TRYAGAIN\"\ntimes = 2\n\
            \n[[fault]]\nkind = \"inject-error\"\nidentity = 1\nrequest = 10\nerror = \"CLUSTERDOWN\"\n";
-    let text = text.replace("invariants = [", "invariants = [\"errors-surfaced\", ");
-    let scenario = limiter_harness::scenario::parse_scenario(&path, &text).expect("parses");
-    let (report, dir) = limiter_harness_tests::run(scenario, "lua-fixed-window", Kind::Process)
-        .await
-        .expect("a process backend");
+    let (report, events) = cluster_steady_with(faults, "lua-fixed-window", true).await;
     assert_ne!(
         report.verdict,
         limiter_harness::checker::Verdict::Unknown,
         "{:#?}",
         report.invariants
     );
-    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
     let struck: Vec<(usize, u64)> = events
         .iter()
         .filter_map(|e| match e {
@@ -627,12 +650,7 @@ async fn a_cluster_error_is_injected_by_the_proxy_of_the_node_that_owns_the_key(
             "request #{id} of {key}: wire lines on nodes {nodes:?}, its key on node {owner}"
         );
     }
-    let surfaced = checked(&report, limiter_harness::scenario::Invariant::ErrorsSurfaced);
-    assert_eq!(
-        surfaced.verdict,
-        limiter_harness::checker::Verdict::Valid,
-        "{surfaced:#?}"
-    );
+    surfaced_valid(&report);
 }
 
 /// Incident 1 on a cluster: identity 0's key expires between `get-then-incr`'s GET and its
@@ -643,14 +661,9 @@ async fn a_key_expiring_between_round_trips_on_a_cluster_is_the_immortal_counter
     use limiter_harness::checker::Verdict;
     use limiter_harness::history::Event;
     use limiter_harness::scenario::Invariant;
-    let path = limiter_harness_tests::scenario_path("cluster-steady");
-    let text = std::fs::read_to_string(&path).unwrap()
-        + "\n[[fault]]\nkind = \"expire-between-round-trips\"\nidentity = 0\nrequest = 12\nbefore_command = [\"INCR\"]\n";
-    let scenario = limiter_harness::scenario::parse_scenario(&path, &text).expect("parses");
-    let (report, dir) = limiter_harness_tests::run(scenario, "get-then-incr", Kind::Process)
-        .await
-        .expect("a process backend");
-    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let faults =
+        "\n[[fault]]\nkind = \"expire-between-round-trips\"\nidentity = 0\nrequest = 12\nbefore_command = [\"INCR\"]\n";
+    let (report, events) = cluster_steady_with(faults, "get-then-incr", false).await;
     let effects: Vec<&str> = events
         .iter()
         .filter_map(|e| match e {
@@ -678,16 +691,9 @@ async fn a_key_expiring_between_round_trips_on_a_cluster_is_the_immortal_counter
 #[tokio::test(flavor = "multi_thread")]
 async fn an_injected_moved_or_ask_is_followed_back_to_the_node_that_owns_the_slot() {
     use limiter_harness::history::{Event, Outcome};
-    let path = limiter_harness_tests::scenario_path("cluster-steady");
-    let text = std::fs::read_to_string(&path).unwrap()
-        + "\n[[fault]]\nkind = \"inject-error\"\nidentity = 0\nrequest = 5\nerror = \"MOVED\"\n\
+    let faults = "\n[[fault]]\nkind = \"inject-error\"\nidentity = 0\nrequest = 5\nerror = \"MOVED\"\n\
            \n[[fault]]\nkind = \"inject-error\"\nidentity = 1\nrequest = 10\nerror = \"ask\"\n";
-    let text = text.replace("invariants = [", "invariants = [\"errors-surfaced\", ");
-    let scenario = limiter_harness::scenario::parse_scenario(&path, &text).expect("parses");
-    let (report, dir) = limiter_harness_tests::run(scenario, "lua-fixed-window", Kind::Process)
-        .await
-        .expect("a process backend");
-    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let (report, events) = cluster_steady_with(faults, "lua-fixed-window", true).await;
     let mut struck = Vec::new();
     for e in &events {
         if let Event::Fault {
@@ -719,12 +725,7 @@ async fn an_injected_moved_or_ask_is_followed_back_to_the_node_that_owns_the_slo
         |e| matches!(e, Event::Wire { commands, .. } if commands.iter().any(|c| c.eq_ignore_ascii_case("ASKING"))),
     );
     assert!(asking, "the ASK was followed with ASKING");
-    let surfaced = checked(&report, limiter_harness::scenario::Invariant::ErrorsSurfaced);
-    assert_eq!(
-        surfaced.verdict,
-        limiter_harness::checker::Verdict::Valid,
-        "{surfaced:#?}"
-    );
+    surfaced_valid(&report);
 }
 
 /// `cluster-failover-lost-writes` with a Python adapter on redis-py's `RedisCluster`: the

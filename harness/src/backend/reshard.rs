@@ -90,32 +90,7 @@ pub async fn move_slot_atomically(cluster: &Cluster, slot: u16) -> Result<SlotMo
         ))
     })?;
     let deadline = tokio::time::Instant::now() + ATOMIC_WITHIN;
-    let range = format!("{slot}-{slot}");
-    loop {
-        let jobs: Vec<redis::Value> = query(
-            &mut primaries[from].conn,
-            redis::cmd("CLUSTER").arg("GETSLOTMIGRATIONS"),
-            "CLUSTER GETSLOTMIGRATIONS",
-        )
-        .await?;
-        let job = jobs.iter().map(fields).find(|f| f.get("slot_ranges") == Some(&range));
-        match job.as_ref().and_then(|f| f.get("state")).map(String::as_str) {
-            Some("success") => break,
-            Some(state @ ("failed" | "cancelled")) => {
-                let message = job.as_ref().and_then(|f| f.get("message")).cloned().unwrap_or_default();
-                return Err(cluster_error(&format!(
-                    "the atomic migration of slot {slot} ended {state}: {message}"
-                )));
-            }
-            _ if tokio::time::Instant::now() >= deadline => {
-                return Err(cluster_error(&format!(
-                    "the atomic migration of slot {slot} did not succeed within {} s",
-                    ATOMIC_WITHIN.as_secs()
-                )));
-            }
-            _ => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
+    wait_for_export(&mut primaries[from].conn, slot, &to_id, deadline).await?;
     // The others learn the new owner over gossip: done when every primary says so.
     for primary in &mut primaries {
         loop {
@@ -138,6 +113,52 @@ pub async fn move_slot_atomically(cluster: &Cluster, slot: u16) -> Result<SlotMo
         to: primaries[to].url.clone(),
         keys_moved,
     })
+}
+
+/// Poll the source until its export of `slot` to the node `to_id` is a success (an error if
+/// it failed, was cancelled, or is not done by `deadline`).
+async fn wait_for_export(
+    source: &mut MultiplexedConnection,
+    slot: u16,
+    to_id: &str,
+    deadline: tokio::time::Instant,
+) -> Result<(), SetupError> {
+    let range = format!("{slot}-{slot}");
+    loop {
+        let jobs: Vec<redis::Value> = query(
+            source,
+            redis::cmd("CLUSTER").arg("GETSLOTMIGRATIONS"),
+            "CLUSTER GETSLOTMIGRATIONS",
+        )
+        .await?;
+        // This move's job: the source's newest export of the slot to the target (the list
+        // keeps recent jobs too, such as an earlier import of the same slot).
+        let job = jobs
+            .iter()
+            .map(fields)
+            .filter(|f| {
+                f.get("operation").map(String::as_str) == Some("EXPORT")
+                    && f.get("slot_ranges") == Some(&range)
+                    && f.get("target_node").map(String::as_str) == Some(to_id)
+            })
+            .max_by_key(|f| f.get("create_time").and_then(|t| t.parse::<u64>().ok()));
+        match job.as_ref().and_then(|f| f.get("state")).map(String::as_str) {
+            Some("success") => return Ok(()),
+            Some(state @ ("failed" | "cancelled")) => {
+                let message = job.as_ref().and_then(|f| f.get("message")).cloned().unwrap_or_default();
+                return Err(cluster_error(&format!(
+                    "the atomic migration of slot {slot} ended {state}: {message}"
+                )));
+            }
+            _ if tokio::time::Instant::now() >= deadline => {
+                return Err(cluster_error(&format!(
+                    "the atomic migration of slot {slot} did not succeed within {} s",
+                    ATOMIC_WITHIN.as_secs()
+                )));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
 }
 
 /// A `CLUSTER GETSLOTMIGRATIONS` entry's fields (a map, or in RESP2 a flat list of names and
