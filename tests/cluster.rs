@@ -365,33 +365,278 @@ async fn the_harness_computes_a_keys_slot_as_the_cluster_does() {
     cluster.stop().await.expect("stopped");
 }
 
-/// A cluster scenario on a server the harness did not start is refused before traffic,
-/// saying what would run it.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_cluster_scenario_on_a_server_the_harness_did_not_start_is_refused_by_name() {
-    let scenario = limiter_harness_tests::scenario("cluster-steady");
-    let server = limiter_harness_tests::TestServer::start(Kind::Process)
-        .await
-        .expect("a server");
+/// A run on a cluster the harness did not start (`--backend url` naming one of its nodes),
+/// returning the setup error instead of panicking; with the run's history.
+async fn run_on_url(
+    scenario: limiter_harness::scenario::Scenario,
+    spec: &str,
+    seed: &str,
+    allow_reconfigure: bool,
+) -> Result<(limiter_harness::report::Report, Vec<limiter_harness::history::Event>), SetupError> {
     let dir = tempfile::tempdir().unwrap();
-    let refused = limiter_harness::runner::run(limiter_harness::runner::RunConfig {
+    let outcome = limiter_harness::runner::run(limiter_harness::runner::RunConfig {
         scenario,
-        limiter: limiter_harness::limiter::resolve("lua-fixed-window").unwrap(),
-        backend: std::sync::Arc::new(limiter_harness::backend::UrlBackend::new(server.url.clone())),
+        limiter: limiter_harness::limiter::resolve(spec).unwrap(),
+        backend: std::sync::Arc::new(limiter_harness::backend::UrlBackend::new(seed.to_owned())),
         seed: 1,
         report_dir: dir.path().to_owned(),
-        allow_reconfigure: true,
+        allow_reconfigure,
         via_proxy: false,
         show_progress: false,
         reproduce: String::new(),
     })
-    .await
-    .expect_err("a cluster scenario on --backend url");
+    .await?;
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    Ok((outcome.report, events))
+}
+
+/// `cluster-steady` as a team would run it on its own cluster: without the scenario's
+/// `maxmemory_policy`, so that nothing needs `--allow-reconfigure`.
+fn cluster_steady_as_is() -> limiter_harness::scenario::Scenario {
+    let path = limiter_harness_tests::scenario_path("cluster-steady");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("maxmemory_policy = \"noeviction\"", "");
+    limiter_harness::scenario::parse_scenario(&path, &text).expect("parses")
+}
+
+/// `CONFIG GET name` on the node at `url`: its value.
+async fn config_get(url: &str, name: &str) -> String {
+    let pair: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query_async(&mut conn(url).await)
+        .await
+        .unwrap();
+    pair.get(1).cloned().unwrap_or_default()
+}
+
+/// `CONFIG SET name value` on every node of `cluster`.
+async fn config_set_everywhere(cluster: &Cluster, name: &str, value: &str) {
+    for url in cluster.urls() {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query_async(&mut conn(url).await)
+            .await
+            .unwrap();
+    }
+}
+
+/// Every key of every primary of `cluster` matching `pattern`.
+async fn keys_on(cluster: &Cluster, pattern: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    for url in cluster.primary_urls() {
+        let mut keys: Vec<String> = redis::cmd("KEYS")
+            .arg(pattern)
+            .query_async(&mut conn(url).await)
+            .await
+            .unwrap();
+        all.append(&mut keys);
+    }
+    all.sort();
+    all
+}
+
+/// A Redis Cluster the harness did not start, reached through one node (`--backend url`):
+/// the harness finds the other nodes itself, and the team's own limiter — an exec adapter on
+/// redis-py's `RedisCluster`, behind a fault proxy per node — is judged as on a cluster the
+/// harness starts. Nothing of the cluster is reconfigured: the proxies rewrite the nodes'
+/// addresses in `CLUSTER SLOTS` and in redirections instead of the nodes announcing them, so
+/// every node's traffic still crosses its proxy. A multi-key limiter without hash tags meets
+/// `CROSSSLOT` there too. Afterwards the run's keys are gone from every primary, and a key of
+/// the user's, the nodes' announced ports and their counters of redirections are as they were.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_the_harness_did_not_start_is_tested_through_one_node_and_left_as_found() {
+    use limiter_harness::checker::Verdict;
+    use limiter_harness::history::Event;
+    let processes = backend(Kind::Process).await.expect("a process backend");
+    let cluster = cluster_on(processes.as_ref(), "users-cluster", 3, 0)
+        .await
+        .expect("the user's cluster starts");
+    // The user's cluster publishes the keyspace notifications the observer needs.
+    config_set_everywhere(&cluster, "notify-keyspace-events", "KA").await;
+    let seed = cluster.urls()[1].to_owned();
+    let mut users = connect_cluster(std::slice::from_ref(&seed))
+        .await
+        .expect("a cluster connection");
+    let () = redis::cmd("SET")
+        .arg("user:keep")
+        .arg("theirs")
+        .query_async(&mut users)
+        .await
+        .unwrap();
+    // The user's clients have met redirections before the run: not the run's to count.
+    for url in cluster.primary_urls() {
+        let _: redis::RedisResult<Option<String>> = redis::cmd("GET")
+            .arg("user:keep")
+            .query_async(&mut conn(url).await)
+            .await;
+    }
+
+    let adapter = format!(
+        "exec:python3 {}",
+        limiter_harness_tests::example("python/fixed_window_cluster.py").display()
+    );
+    let (report, events) = run_on_url(cluster_steady_as_is(), &adapter, &seed, false)
+        .await
+        .expect("the run starts");
+    assert_eq!(report.verdict, Verdict::Valid, "{:#?}", report.invariants);
+    let mut through = std::collections::BTreeSet::new();
+    for event in &events {
+        if let Event::Wire {
+            node, request: Some(_), ..
+        } = event
+        {
+            through.insert(node.expect("on a cluster every wire line names its node"));
+        }
+    }
+    assert_eq!(through, (0..3).collect(), "requests crossed every primary's proxy");
+    let server = events.iter().find_map(|e| match e {
+        Event::Server { at, .. } => Some(at.clone()),
+        _ => None,
+    });
+    assert!(server.unwrap().contains("the harness did not start of 3 primaries"));
+    untagged_keys_meet_crossslot_there_too(&seed).await;
+
+    assert_eq!(
+        keys_on(&cluster, "rl:*").await,
+        Vec::<String>::new(),
+        "the run's keys are deleted"
+    );
+    assert_eq!(
+        keys_on(&cluster, "user:*").await,
+        ["user:keep"],
+        "the user's key is left"
+    );
+    for url in cluster.urls() {
+        assert_eq!(config_get(url, "cluster-announce-port").await, "0", "{url}");
+        assert_eq!(config_get(url, "notify-keyspace-events").await, "AK", "{url}");
+    }
+    cluster.stop().await.expect("stopped");
+}
+
+/// `two-key-token-bucket-untagged` on the user's cluster of `seed`: every request meets
+/// `CROSSSLOT`, and the report counts the run's own redirections only.
+async fn untagged_keys_meet_crossslot_there_too(seed: &str) {
+    let (untagged, _) = run_on_url(cluster_steady_as_is(), "two-key-token-bucket-untagged", seed, false)
+        .await
+        .expect("the run starts");
+    assert_eq!(
+        untagged.verdict,
+        limiter_harness::checker::Verdict::Invalid,
+        "{:#?}",
+        untagged.invariants
+    );
+    let crossslot = untagged.observed.cluster_replies.join("; ");
+    assert!(crossslot.contains("CROSSSLOT"), "{crossslot}");
     assert!(
-        matches!(refused, SetupError::NotOnCluster { .. })
-            && refused.to_string().contains("--backend process or container"),
+        !crossslot.contains("MOVED"),
+        "only this run's replies are counted: {crossslot}"
+    );
+}
+
+/// With `--allow-reconfigure`, a scenario's settings go to every node of a cluster the
+/// harness did not start, saved before each change, and each node gets its own values back
+/// at the end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_users_cluster_reconfigured_with_leave_gets_every_nodes_settings_back() {
+    use limiter_harness::history::Event;
+    let processes = backend(Kind::Process).await.expect("a process backend");
+    let cluster = cluster_on(processes.as_ref(), "users-settings", 3, 0)
+        .await
+        .expect("the user's cluster starts");
+    config_set_everywhere(&cluster, "maxmemory-policy", "allkeys-lru").await;
+    let scenario = limiter_harness_tests::scenario("cluster-steady");
+    let (report, events) = run_on_url(scenario, "lua-fixed-window", cluster.urls()[0], true)
+        .await
+        .expect("the run starts");
+    assert_eq!(
+        report.verdict,
+        limiter_harness::checker::Verdict::Valid,
+        "{:#?}",
+        report.invariants
+    );
+    let applied = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Server { settings, .. } => Some(settings.join(", ")),
+            _ => None,
+        })
+        .unwrap();
+    assert!(applied.contains("maxmemory-policy noeviction"), "{applied}");
+    for url in cluster.urls() {
+        assert_eq!(config_get(url, "maxmemory-policy").await, "allkeys-lru", "{url}");
+        assert_eq!(config_get(url, "notify-keyspace-events").await, "", "{url}");
+    }
+    cluster.stop().await.expect("stopped");
+}
+
+/// On a cluster the harness did not start, what would reconfigure it or act on its nodes is
+/// refused before anything is sent, and so is a key of the layout already on any primary; a
+/// cluster scenario on a server that is not a cluster node, and a one-server scenario on a
+/// cluster node, are refused saying what would run them.
+#[tokio::test(flavor = "multi_thread")]
+async fn what_a_users_cluster_cannot_take_is_refused_by_name() {
+    let processes = backend(Kind::Process).await.expect("a process backend");
+    let cluster = cluster_on(processes.as_ref(), "users-refusals", 3, 0)
+        .await
+        .expect("the user's cluster starts");
+    let seed = cluster.urls()[0].to_owned();
+
+    let reshard = limiter_harness_tests::scenario("cluster-resharding");
+    let refused = run_on_url(reshard, "lua-fixed-window", &seed, true)
+        .await
+        .expect_err("a reshard of the user's cluster");
+    assert!(
+        matches!(refused, SetupError::ClusterRefused { .. }) && refused.to_string().contains("fault reshard"),
         "{refused}"
     );
+
+    let alone = limiter_harness_tests::scenario("steady-control");
+    let refused = run_on_url(alone, "lua-fixed-window", &seed, true)
+        .await
+        .expect_err("a one-server scenario on a cluster node");
+    assert!(refused.to_string().contains("is a Redis Cluster node"), "{refused}");
+
+    // A key of the layout on the last primary, which the seed does not serve.
+    let last = cluster.primaries - 1;
+    let (first, end) = slot_range(last, cluster.primaries);
+    let key = (0..8)
+        .map(|i| format!("rl:{i}"))
+        .find(|k| (first..=end).contains(&limiter_harness::backend::key_slot(k.as_bytes())))
+        .expect("one of the eight identities' keys is on the last primary");
+    let mut users = connect_cluster(std::slice::from_ref(&seed))
+        .await
+        .expect("a cluster connection");
+    let () = redis::cmd("SET")
+        .arg(&key)
+        .arg(3)
+        .query_async(&mut users)
+        .await
+        .unwrap();
+    let refused = run_on_url(cluster_steady_as_is(), "lua-fixed-window", &seed, false)
+        .await
+        .expect_err("a layout key already there");
+    assert!(
+        matches!(refused, SetupError::UrlRefused { .. }) && refused.to_string().contains(&format!("`{key}`")),
+        "{refused}"
+    );
+    assert_eq!(
+        keys_on(&cluster, "rl:*").await,
+        [key],
+        "nothing written, nothing deleted"
+    );
+    cluster.stop().await.expect("stopped");
+
+    let server = limiter_harness_tests::TestServer::start(Kind::Process)
+        .await
+        .expect("a server");
+    let refused = run_on_url(cluster_steady_as_is(), "lua-fixed-window", &server.url, false)
+        .await
+        .expect_err("a cluster scenario on a server that is not a cluster node");
+    assert!(refused.to_string().contains("is not a cluster node"), "{refused}");
     server.stop().await;
 }
 

@@ -153,8 +153,10 @@ pub enum SetupError {
         source: std::io::Error,
     },
 
-    #[error("{what} does not run on a Redis Cluster yet (`topology = \"cluster\"` in [server])\n  help: {help}")]
-    NotOnCluster { what: String, help: String },
+    #[error(
+        "refusing to run against {url}, a Redis Cluster this harness did not start:\n{reasons}\n  help: the harness moves slots, fails nodes over, pauses and floods only a cluster it starts: run this scenario with --backend process or container; on your cluster, run scenarios without those faults (cluster-steady, cluster-crossslot, or your own)"
+    )]
+    ClusterRefused { url: String, reasons: String },
 
     #[error("{0}")]
     Usage(String),

@@ -720,7 +720,7 @@ fn clean_restores_the_settings_of_a_killed_reconfiguring_run() {
     );
     let out = sigkill(child);
     assert!(
-        text(&out.stderr).contains("apply to the whole server"),
+        text(&out.stderr).contains("applies to the whole server"),
         "{}",
         text_of(&out)
     );

@@ -167,8 +167,9 @@ struct SavedSettings {
     previous: Vec<(String, String)>,
 }
 
-/// Save the values `run_id` replaces on `url` before it replaces them, so that `clean` can
-/// put them back if the run is killed. Readable by the owner only (the URL may hold a password).
+/// Save the values a run replaces on `url` before it replaces them, as `run_id` (a run's id,
+/// or its [`settings_key`] for one node of several), so that `clean` can put them back if the
+/// run is killed. Readable by the owner only (the URL may hold a password).
 pub fn save_settings(run_id: &str, url: &str, previous: &[(String, String)]) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     // Private to this user: `clean` applies what it finds there to servers.
@@ -199,9 +200,34 @@ pub fn save_settings(run_id: &str, url: &str, previous: &[(String, String)]) -> 
     std::fs::rename(tmp, path)
 }
 
-/// The run put its settings back: nothing to restore.
+/// What the settings a run replaced on node `index` of its server (0: the server, or a
+/// cluster's first node) are saved as: the run's id, then the node's index after the first.
+pub fn settings_key(run_id: &str, index: usize) -> String {
+    match index {
+        0 => run_id.to_owned(),
+        i => format!("{run_id}-node{i}"),
+    }
+}
+
+/// The run put its settings back, on every node: nothing to restore.
 pub fn forget_settings(run_id: &str) {
-    let _ = std::fs::remove_file(settings_dir().join(format!("{run_id}.json")));
+    let Ok(entries) = std::fs::read_dir(settings_dir()) else {
+        return;
+    };
+    let node_prefix = format!("{run_id}-node");
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let mine = stem == run_id
+            || stem
+                .strip_prefix(&node_prefix)
+                .is_some_and(|i| i.parse::<usize>().is_ok());
+        if mine && path.extension().is_some_and(|e| e == "json") {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 async fn restore_saved_settings(all: bool, summary: &mut CleanSummary) {

@@ -24,6 +24,9 @@ const READY_WITHIN: Duration = Duration::from_secs(15);
 pub struct Cluster {
     pub nodes: Vec<Box<dyn ServerHandle>>,
     pub primaries: usize,
+    /// Whether the harness started it (and may move its slots, fail its nodes over, make
+    /// them announce the fault proxies): not a cluster reached through `--backend url`.
+    pub owned: bool,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -36,6 +39,15 @@ impl std::fmt::Debug for Cluster {
 }
 
 impl Cluster {
+    /// A cluster the harness did not start: its `nodes` (primaries first), as found.
+    pub fn external(nodes: Vec<Box<dyn ServerHandle>>, primaries: usize) -> Self {
+        Self {
+            nodes,
+            primaries,
+            owned: false,
+        }
+    }
+
     /// Every node's URL, primaries first.
     pub fn urls(&self) -> Vec<&str> {
         self.nodes.iter().map(|n| n.url()).collect()
@@ -69,8 +81,9 @@ impl ServerHandle for Cluster {
     fn describe(&self) -> String {
         let replicas = self.nodes.len() - self.primaries;
         let nodes: Vec<String> = self.nodes.iter().map(|n| n.describe()).collect();
+        let whose = if self.owned { "" } else { " the harness did not start" };
         format!(
-            "a Redis Cluster of {} primaries and {replicas} replicas: {}",
+            "a Redis Cluster{whose} of {} primaries and {replicas} replicas: {}",
             self.primaries,
             nodes.join(", ")
         )
@@ -150,6 +163,7 @@ pub async fn start_cluster(
     let mut cluster = Cluster {
         nodes: Vec::new(),
         primaries,
+        owned: true,
     };
     // The nodes start side by side: a primary becomes writable only 2 s after it started
     // (the server's own delay before a master turns its state `ok`), and started one after

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use clean::{CleanSummary, RUN_ENV, clean, forget_settings, kill_run_processes, save_settings};
+pub use clean::{CleanSummary, RUN_ENV, clean, forget_settings, kill_run_processes, save_settings, settings_key};
 pub use cluster::{Cluster, SLOTS, announce_ports, key_slot, primary_of_slot, slot_range, start_cluster};
 pub use conn::{Conn, connect_cluster};
 pub use container::{ContainerBackend, docker_ping};
@@ -37,7 +37,7 @@ pub use settings::{
     HARNESS_CLIENT_NAME, KEYSPACE_FLAGS, RESPONSE_TIMEOUT, SaveSettings, configure, configure_after_restart, connect,
     connect_client, restore, unlink,
 };
-pub use url::UrlBackend;
+pub use url::{UrlBackend, join_cluster};
 
 use crate::error::SetupError;
 use crate::history::ServerRole;

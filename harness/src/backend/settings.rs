@@ -133,8 +133,9 @@ pub async fn restore(conn: &mut MultiplexedConnection, previous: &[(String, Stri
     failed
 }
 
-/// UNLINK `keys` (the run's own keys on a server it did not start), in batches.
-pub async fn unlink(conn: &mut MultiplexedConnection, keys: &[String]) -> redis::RedisResult<usize> {
+/// UNLINK `keys` (the run's own keys on a server it did not start), in batches. On a
+/// cluster connection the keys must share one hash slot (the caller groups them).
+pub async fn unlink<C: redis::aio::ConnectionLike>(conn: &mut C, keys: &[String]) -> redis::RedisResult<usize> {
     let mut total = 0;
     for batch in keys.chunks(1000) {
         total += redis::cmd("UNLINK").arg(batch).query_async::<usize>(conn).await?;

@@ -2,10 +2,11 @@
 //! replies server → client in another, matched in order through a queue of what to do
 //! with each reply. Every byte either direction holds is counted in the proxy's
 //! [`Budget`]: buffers as they grow, a parsed round trip while the hook looks at it, the
-//! queue's entries until the reply side takes them.
+//! queue's entries until the reply side takes them. Redirections and topology replies are
+//! rewritten to name the proxies when the proxy has an address map ([`super::topology`]).
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -13,6 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::budget::{Budget, Lease, RESTING, Refused};
+use super::topology::{self, Addresses};
 use super::{Action, Command, ProxyHook};
 
 /// Room made in a read buffer before each read.
@@ -34,11 +36,24 @@ fn refused(why: Refused) -> Option<String> {
     Some(why.to_string())
 }
 
+/// What every connection of one proxy shares.
+#[derive(Clone)]
+pub(super) struct Shared {
+    /// The proxy's memory budget.
+    pub budget: Arc<Budget>,
+    /// Whether replicas' streams are held.
+    pub hold: watch::Receiver<bool>,
+    /// The cluster's node addresses and their proxies', once the run has set them.
+    pub addresses: Arc<OnceLock<Addresses>>,
+}
+
 /// What the reply side does with the next reply.
 #[derive(Debug)]
 enum Pending {
     /// The server's next reply: forward it (after a delay), or drop it and close.
     Reply(Action),
+    /// The same, for a command whose reply lists the cluster's nodes ([`topology::lists_nodes`]).
+    Nodes(Action),
     /// An injected reply, in the place of a command that was not forwarded.
     Injected(Vec<u8>),
     /// From here on the replies are not one per command (SUBSCRIBE, MONITOR): copy bytes.
@@ -60,7 +75,7 @@ impl Pending {
     fn weight(&self) -> usize {
         match self {
             Pending::Injected(reply) => QUEUED + reply.len(),
-            Pending::Reply(_) | Pending::Passthrough | Pending::Replication => QUEUED,
+            Pending::Reply(_) | Pending::Nodes(_) | Pending::Passthrough | Pending::Replication => QUEUED,
         }
     }
 }
@@ -71,8 +86,7 @@ pub async fn serve(
     hook: Arc<dyn ProxyHook>,
     conn: u64,
     stop: CancellationToken,
-    budget: Arc<Budget>,
-    hold: watch::Receiver<bool>,
+    shared: Shared,
 ) {
     let _ = client.set_nodelay(true);
     let server = match TcpStream::connect(&upstream).await {
@@ -87,7 +101,7 @@ pub async fn serve(
         }
     };
     let _ = server.set_nodelay(true);
-    relay(client.into_split(), server.into_split(), hook, conn, stop, budget, hold).await;
+    relay(client.into_split(), server.into_split(), hook, conn, stop, shared).await;
     // Dropping both halves of both sockets closes the connection on both sides.
 }
 
@@ -100,8 +114,7 @@ pub(super) async fn relay<CR, CW, SR, SW>(
     hook: Arc<dyn ProxyHook>,
     conn: u64,
     stop: CancellationToken,
-    budget: Arc<Budget>,
-    hold: watch::Receiver<bool>,
+    shared: Shared,
 ) where
     CR: AsyncRead + Unpin,
     CW: AsyncWrite + Unpin,
@@ -111,7 +124,7 @@ pub(super) async fn relay<CR, CW, SR, SW>(
     let (tx, rx) = mpsc::unbounded_channel();
     let closed = stop.child_token();
     // Both directions count in one lease; dropped last, it gives back whatever they held.
-    let lease = Lease::new(budget);
+    let lease = Lease::new(shared.budget);
     let upstream = Upstream {
         server: server_write,
         tx,
@@ -126,7 +139,8 @@ pub(super) async fn relay<CR, CW, SR, SW>(
         out: Vec::new(),
         lease: &lease,
         taken: 0,
-        hold,
+        hold: shared.hold,
+        addresses: shared.addresses,
     };
     let replies = replies(server_read, rx, downstream);
     let why = tokio::select! {
@@ -223,6 +237,12 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
             Some(at) => at + 1,
             None => spans.len(),
         };
+        // The replies naming the cluster's nodes, rewritten on the way back (rarely any).
+        let listing: Vec<usize> = if trip.iter().any(|c| c.is("CLUSTER")) {
+            (0..queued).filter(|&i| topology::lists_nodes(&trip[i])).collect()
+        } else {
+            Vec::new()
+        };
         drop(trip);
         self.lease.give(parsed);
         let then = switch.map(|_| {
@@ -232,7 +252,7 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
                 Pending::Passthrough
             }
         });
-        self.queue(&actions[..actions.len().min(queued)], queued, then)?;
+        self.queue(&actions[..actions.len().min(queued)], queued, &listing, then)?;
         // Forwarded: the commands whose replies are queued, and with a switch everything after.
         let queued_end = queued.checked_sub(1).map_or(0, |last| spans[last].end);
         let end = if switch.is_some() { buf.len() } else { queued_end };
@@ -259,9 +279,10 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
     }
 
     /// Tells the reply side what to do with the replies of `count` commands (`actions` may be
-    /// shorter: the rest are forwarded), then that the connection switches to pass-through.
-    /// The entries' weight is taken from the budget first. A reset ends the connection.
-    fn queue(&self, actions: &[Action], count: usize, switch: Option<Pending>) -> Ends<()> {
+    /// shorter: the rest are forwarded; those at `listing` list the cluster's nodes), then that
+    /// the connection switches to pass-through. The entries' weight is taken from the budget
+    /// first. A reset ends the connection.
+    fn queue(&self, actions: &[Action], count: usize, listing: &[usize], switch: Option<Pending>) -> Ends<()> {
         let weight = (0..count).map(|i| Pending::weight_of(actions.get(i))).sum::<usize>()
             + if switch.is_some() { QUEUED } else { 0 };
         self.lease.take(weight).map_err(refused)?;
@@ -269,6 +290,7 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
             let pending = match actions.get(i).cloned().unwrap_or(Action::Forward) {
                 Action::Reset => return Err(None),
                 Action::Inject(reply) => Pending::Injected(reply),
+                action if listing.contains(&i) => Pending::Nodes(action),
                 action => Pending::Reply(action),
             };
             self.tx.send(pending).map_err(|_| None)?;
@@ -297,6 +319,8 @@ struct Downstream<'a, W> {
     taken: usize,
     /// Whether a replica's stream is held (see [`Pending::Replication`]).
     hold: watch::Receiver<bool>,
+    /// Node addresses to rewrite in the replies, once set.
+    addresses: Arc<OnceLock<Addresses>>,
 }
 
 impl<W: AsyncWrite + Unpin> Downstream<'_, W> {
@@ -357,7 +381,8 @@ async fn replies<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 down.flush().await?;
                 return replicate(&mut server, &mut down).await;
             }
-            Pending::Reply(action) => reply(&mut server, &mut buf, &mut down, action).await?,
+            Pending::Reply(action) => reply(&mut server, &mut buf, &mut down, action, false).await?,
+            Pending::Nodes(action) => reply(&mut server, &mut buf, &mut down, action, true).await?,
         }
     }
 }
@@ -385,13 +410,15 @@ async fn replicate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     }
 }
 
-/// The server's next reply, done with as `action` says. RESP3 pushes before it are
-/// forwarded as they come.
+/// The server's next reply, done with as `action` says (a redirection, or a reply that
+/// `lists_nodes`, naming the proxies once the address map is set). RESP3 pushes before it
+/// are forwarded as they come.
 async fn reply<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     server: &mut R,
     buf: &mut Vec<u8>,
     down: &mut Downstream<'_, W>,
     action: Action,
+    lists_nodes: bool,
 ) -> Ends<()> {
     let len = loop {
         match resp::frame_len(buf) {
@@ -412,6 +439,13 @@ async fn reply<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             Err(e) => return Err(Some(format!("closed: the server sent a malformed reply: {e}"))),
         }
     };
+    let rewritten = match down.addresses.get() {
+        Some(map) if topology::may_rewrite(&buf[..len], lists_nodes) => {
+            topology::rewrite(&buf[..len], lists_nodes, map)
+        }
+        _ => None,
+    };
+    let frame = rewritten.as_deref().unwrap_or(&buf[..len]);
     match action {
         Action::DropReply => {
             let _ = down.flush().await;
@@ -421,9 +455,9 @@ async fn reply<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             // The reply is held in `buf` (counted) while it waits.
             down.flush().await?;
             tokio::time::sleep(delay).await;
-            down.forward(&buf[..len]).await?;
+            down.forward(frame).await?;
         }
-        _ => down.forward(&buf[..len]).await?,
+        _ => down.forward(frame).await?,
     }
     buf.drain(..len);
     down.lease.trim(buf);
@@ -463,8 +497,11 @@ mod tests {
             Arc::new(Fixed(action)),
             1,
             CancellationToken::new(),
-            budget,
-            watch::channel(false).1,
+            Shared {
+                budget,
+                hold: watch::channel(false).1,
+                addresses: Arc::new(OnceLock::new()),
+            },
         )
         .await;
     }

@@ -19,11 +19,12 @@ mod budget;
 mod conn;
 mod faults;
 mod inflight;
+mod topology;
 mod wirelog;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -37,6 +38,7 @@ pub use budget::DEFAULT_BUDGET;
 pub use faults::NemesisHook;
 pub use inflight::InFlight;
 pub use resp::Command;
+pub use topology::Addresses;
 pub use wirelog::{WIRE_LOG_MAX, WireLog};
 
 /// What the proxy does with one command of a round trip.
@@ -85,6 +87,8 @@ pub struct Proxy {
     budget: Arc<Budget>,
     /// Whether replicas' streams through this proxy are held.
     replication: watch::Sender<bool>,
+    /// Node addresses its replies name, and their proxies' ([`Proxy::name_proxies`]).
+    addresses: Arc<OnceLock<Addresses>>,
 }
 
 impl Proxy {
@@ -114,6 +118,7 @@ impl Proxy {
         let connections = Arc::new(AtomicU64::new(0));
         let budget = Arc::new(Budget::new(budget));
         let (replication, held) = watch::channel(false);
+        let addresses = Arc::new(OnceLock::new());
         // A thread and a single-threaded runtime of its own: both directions of every
         // connection are polled on one core without cross-thread wake-ups, and the proxy
         // does not compete with the run's own tasks for the run's workers.
@@ -123,8 +128,11 @@ impl Proxy {
             hook,
             stop: stop.clone(),
             connections: Arc::clone(&connections),
-            budget: Arc::clone(&budget),
-            held,
+            shared: conn::Shared {
+                budget: Arc::clone(&budget),
+                hold: held,
+                addresses: Arc::clone(&addresses),
+            },
         };
         let task = std::thread::Builder::new()
             .name("fault-proxy".into())
@@ -137,7 +145,16 @@ impl Proxy {
             connections,
             budget,
             replication,
+            addresses,
         })
+    }
+
+    /// From now on the cluster's redirections and topology replies (`MOVED`, `ASK`,
+    /// `CLUSTER SLOTS`/`SHARDS`/`NODES`) through this proxy name each node in `addresses` by
+    /// its proxy's address, so that clients stay inside the proxies of a cluster whose nodes
+    /// announce their own. Set once; later calls change nothing.
+    pub fn name_proxies(&self, addresses: Addresses) {
+        let _ = self.addresses.set(addresses);
     }
 
     /// Hold the replication streams through this proxy (a cluster's replicas sync through
@@ -158,6 +175,11 @@ impl Proxy {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The server's `host:port`, as its URL gives it.
+    pub fn upstream(&self) -> String {
+        host_port(&self.upstream_url).unwrap_or_default()
     }
 
     /// The server's URL with the proxy's address in place of the server's.
@@ -205,8 +227,7 @@ struct Accept {
     hook: Arc<dyn ProxyHook>,
     stop: CancellationToken,
     connections: Arc<AtomicU64>,
-    budget: Arc<Budget>,
-    held: watch::Receiver<bool>,
+    shared: conn::Shared,
 }
 
 impl Accept {
@@ -250,8 +271,7 @@ impl Accept {
                         Arc::clone(&self.hook),
                         id,
                         self.stop.clone(),
-                        Arc::clone(&self.budget),
-                        self.held.clone(),
+                        self.shared.clone(),
                     ));
                 }
                 Some(_) = live.join_next(), if !live.is_empty() => {}

@@ -15,7 +15,7 @@ use super::driver::Driver;
 use super::layout::{plant, refuse_foreign_setup, resolve_layout};
 use super::progress::Progress;
 use super::setup::Servers;
-use crate::backend::{Conn, configure, connect, connect_cluster, restore, unlink};
+use crate::backend::{Conn, configure, connect, connect_cluster, key_slot, restore, unlink};
 use crate::clock::RunClock;
 use crate::error::SetupError;
 use crate::history::{Event, HistoryIndex, ProblemSource, Recorder, ServerRole};
@@ -38,10 +38,11 @@ const TRAILING_EVENTS: Duration = Duration::from_millis(100);
 #[derive(Default)]
 pub struct RunState {
     pub floods: Vec<Arc<CacheFlood>>,
-    /// Set once the run has written to a server it did not start (its URL).
-    pub leave_as_found: Option<String>,
-    /// Settings the run replaced, with their old values, to restore on such a server.
-    pub previous_settings: Vec<(String, String)>,
+    /// Set once the run has written to a server it did not start: its URL, or a cluster's
+    /// nodes' (primaries first).
+    pub leave_as_found: Option<Vec<String>>,
+    /// Settings the run replaced on such a server, node by node: its URL and the old values.
+    pub previous_settings: Vec<(String, Vec<(String, String)>)>,
     /// The limiter instances driven, once started (adapter processes, whose hello may name
     /// the limiter and declare its algorithm and keys; or the configured built-in).
     pub limiters: Vec<Arc<dyn Limiter>>,
@@ -143,6 +144,10 @@ pub async fn execute(
         calendar::keep_inside_one_period(before_ms, after_ms, &periods_ms, &state.calendar_wait_ms).await;
     }
     prepare_state(config, &link, &layout, &mut admin, recorder, clock).await?;
+    let replies_before = match admin.cluster {
+        Some(_) if !config.backend.owns_servers() => cluster_reply_counts(&admin).await,
+        _ => Vec::new(),
+    };
     // The servers' INFO counters before traffic (the report takes the difference to the end).
     recorder.record(
         read_stats(&mut admin.node_conns(), ServerRole::Limiter, clock.now_us())
@@ -198,7 +203,7 @@ pub async fn execute(
 
     final_audit(&admin, &layout, recorder, clock).await;
     if admin.cluster.is_some() {
-        record_cluster_replies(&admin, recorder, clock).await;
+        record_cluster_replies(&admin, &replies_before, recorder, clock).await;
     }
     tokio::time::sleep(TRAILING_EVENTS).await;
     stop.cancel();
@@ -320,7 +325,16 @@ async fn start_limiter_client(
         || config.scenario.holds_replication();
     let (proxies, inflight) = if wanted {
         let inflight = Arc::new(InFlight::new());
-        let proxies = start_proxies(url, cluster, nemesis, &inflight, recorder, clock).await?;
+        let proxies = start_proxies(
+            url,
+            cluster,
+            config.backend.owns_servers(),
+            nemesis,
+            &inflight,
+            recorder,
+            clock,
+        )
+        .await?;
         (proxies, Some(inflight))
     } else {
         (Vec::new(), None)
@@ -373,6 +387,7 @@ async fn start_limiter_client(
 async fn start_proxies(
     url: &str,
     cluster: Option<&[String]>,
+    owned: bool,
     nemesis: &Arc<Nemesis>,
     inflight: &Arc<InFlight>,
     recorder: &Recorder,
@@ -401,8 +416,18 @@ async fn start_proxies(
         proxies.push(proxy);
     }
     if let Some(cluster) = cluster {
-        let ports: Vec<u16> = proxies.iter().map(|p| p.addr().port()).collect();
-        crate::backend::announce_ports(cluster, &ports).await?;
+        // The nodes' redirections and topology replies name the proxies: on a cluster the
+        // harness started each node announces its proxy's port (its replicas then sync
+        // through it, which a replication hold needs); on one it did not, nothing may be
+        // reconfigured, and the proxies rewrite those replies instead.
+        let addresses = crate::proxy::Addresses::new(proxies.iter().map(|p| (p.upstream(), p.addr())));
+        for proxy in &proxies {
+            proxy.name_proxies(addresses.clone());
+        }
+        if owned {
+            let ports: Vec<u16> = proxies.iter().map(|p| p.addr().port()).collect();
+            crate::backend::announce_ports(cluster, &ports).await?;
+        }
     }
     Ok(proxies)
 }
@@ -455,26 +480,33 @@ async fn prepare_server(
     state: &mut RunState,
 ) -> Result<(bool, Vec<String>), SetupError> {
     let owned = config.backend.owns_servers();
+    // Every node the run touches: the server, or the cluster's nodes (primaries first).
+    let nodes = admin.cluster.clone().unwrap_or_else(|| vec![url.to_owned()]);
     if !owned {
-        refuse_existing_keys(&mut admin.server, url, layout).await?;
+        refuse_existing_keys(&mut admin.node_conns(), url, layout).await?;
         // From here on the run writes to a server it did not start: whatever happens next
         // (an error, Ctrl-C), `run` deletes the run's keys and restores the settings.
-        state.leave_as_found = Some(url.to_owned());
+        state.leave_as_found = Some(nodes.clone());
     }
     let may_configure = owned || config.allow_reconfigure;
-    let events_on = may_configure || keyspace_events_enabled(&mut admin.server).await.unwrap_or(false);
+    let events_on = may_configure || keyspace_events_everywhere(admin).await;
     if !owned && may_configure {
         warn_server_wide(&config.scenario.server, recorder, clock);
     }
-    let settings = if may_configure {
-        let run_id = state.run_id.clone();
+    if !may_configure {
+        return Ok((events_on, Vec::new()));
+    }
+    let mut settings = Vec::new();
+    // A cluster's nodes all take the same settings, replicas too (a failover promotes one).
+    for (index, node) in nodes.iter().enumerate() {
         // The values replaced on a server the harness did not start are saved before each
         // change: if the run is killed, `clean` puts them back.
+        let saved_as = crate::backend::settings_key(&state.run_id, index);
         let save = |previous: &[(String, String)]| -> Result<(), SetupError> {
             if owned {
                 return Ok(());
             }
-            crate::backend::save_settings(&run_id, url, previous).map_err(|e| {
+            crate::backend::save_settings(&saved_as, node, previous).map_err(|e| {
                 SetupError::io(
                     "cannot save the server's settings (nothing was changed) in",
                     std::env::temp_dir(),
@@ -482,30 +514,33 @@ async fn prepare_server(
                 )
             })
         };
-        let settings = configure(
-            &mut admin.server,
-            &config.scenario.server,
-            true,
-            &mut state.previous_settings,
-            &save,
-        )
-        .await?;
-        // A cluster's other nodes (only the harness's own) take the same settings.
-        for node in admin.cluster.iter().flatten().skip(1) {
-            configure(
-                &mut connect(node).await?,
-                &config.scenario.server,
-                true,
-                &mut Vec::new(),
-                &|_| Ok(()),
-            )
-            .await?;
+        let mut conn = if index == 0 {
+            admin.server.clone()
+        } else {
+            connect(node).await?
+        };
+        let mut previous = Vec::new();
+        let applied = configure(&mut conn, &config.scenario.server, true, &mut previous, &save).await;
+        if !owned {
+            state.previous_settings.push((node.clone(), previous));
         }
-        settings
-    } else {
-        Vec::new()
-    };
+        let applied = applied?;
+        if index == 0 {
+            settings = applied;
+        }
+    }
     Ok((events_on, settings))
+}
+
+/// Whether every node holding keys already publishes the keyspace notifications the
+/// observer needs (on servers the run may not reconfigure).
+async fn keyspace_events_everywhere(admin: &Admin) -> bool {
+    for mut conn in admin.node_conns() {
+        if !keyspace_events_enabled(&mut conn).await.unwrap_or(false) {
+            return false;
+        }
+    }
+    true
 }
 
 /// `maxmemory` and its policy are the whole server's, not the database's: on a server the
@@ -520,8 +555,9 @@ fn warn_server_wide(server: &crate::scenario::ServerConfig, recorder: &Recorder,
     if wide.is_empty() {
         return;
     }
+    let verb = if wide.len() == 1 { "applies" } else { "apply" };
     let warning = format!(
-        "--allow-reconfigure: {} apply to the whole server, every database: while the run lasts, keys that are not the run's may be evicted",
+        "--allow-reconfigure: {} {verb} to the whole server, every database: while the run lasts, keys that are not the run's may be evicted",
         wide.join(", ")
     );
     eprintln!("warning: {warning}");
@@ -603,18 +639,48 @@ async fn final_audit(admin: &Admin, layout: &KeyLayout, recorder: &Recorder, clo
     }
 }
 
-/// Each primary's redirections and cluster errors (`INFO errorstats`), for the report.
-async fn record_cluster_replies(admin: &Admin, recorder: &Recorder, clock: RunClock) {
+/// Each primary's redirections and cluster errors so far (`INFO errorstats`), by node.
+async fn cluster_reply_counts(admin: &Admin) -> Vec<(String, BTreeMap<String, u64>)> {
+    let mut counts = Vec::new();
     for (url, conn) in &admin.nodes {
         let info: redis::RedisResult<String> = redis::cmd("INFO")
             .arg("errorstats")
             .query_async(&mut conn.clone())
             .await;
-        let Ok(info) = info else { continue };
+        if let Ok(info) = info {
+            counts.push((url.clone(), cluster_replies(&info)));
+        }
+    }
+    counts
+}
+
+/// Each primary's redirections and cluster errors during the run, for the report: the
+/// counts since `before` (taken before traffic on a cluster the harness did not start, whose
+/// counters hold its own past; empty on one it started).
+async fn record_cluster_replies(
+    admin: &Admin,
+    before: &[(String, BTreeMap<String, u64>)],
+    recorder: &Recorder,
+    clock: RunClock,
+) {
+    for (url, mut replies) in cluster_reply_counts(admin).await {
+        let earlier = before.iter().find(|(node, _)| *node == url).map(|(_, counts)| counts);
+        for (kind, count) in &mut replies {
+            *count = count.saturating_sub(earlier.and_then(|e| e.get(kind)).copied().unwrap_or(0));
+        }
+        replies.retain(|_, count| *count > 0);
         recorder.record(Event::ClusterReplies {
             t_us: clock.now_us(),
-            node: url.trim_start_matches("redis://").to_owned(),
-            replies: cluster_replies(&info),
+            // `host:port`, without the URL's credentials or database.
+            node: url
+                .split_once("://")
+                .map_or(url.as_str(), |(_, rest)| rest)
+                .split('/')
+                .next()
+                .and_then(|authority| authority.rsplit('@').next())
+                .unwrap_or_default()
+                .to_owned(),
+            replies,
         });
     }
 }
@@ -661,16 +727,14 @@ fn check_version(config: &RunConfig, info: &ServerInfo, recorder: &Recorder, clo
 }
 
 async fn refuse_existing_keys(
-    admin: &mut MultiplexedConnection,
+    nodes: &mut [MultiplexedConnection],
     url: &str,
     layout: &KeyLayout,
 ) -> Result<(), SetupError> {
-    let existing = scan_layout(std::slice::from_mut(admin), layout)
-        .await
-        .map_err(|e| SetupError::Connect {
-            url: url.to_owned(),
-            reason: format!("could not check for existing keys matching {}: {e}", layout.describe()),
-        })?;
+    let existing = scan_layout(nodes, layout).await.map_err(|e| SetupError::Connect {
+        url: url.to_owned(),
+        reason: format!("could not check for existing keys matching {}: {e}", layout.describe()),
+    })?;
     if existing.is_empty() {
         return Ok(());
     }
@@ -881,7 +945,7 @@ async fn finish_stats(
 /// [`super::run`] on every way out once the run has written to such a server, after the
 /// history is closed.
 pub async fn leave_server_as_found(
-    url: &str,
+    nodes: &[String],
     layout: &KeyLayout,
     events: &[Event],
     state: &mut RunState,
@@ -897,32 +961,28 @@ pub async fn leave_server_as_found(
             some_of(&unclaimed)
         ));
     }
-    let previous = std::mem::take(&mut state.previous_settings);
-    match connect(url).await {
-        Ok(mut conn) => {
-            let admin = &mut conn;
-            let named: Vec<String> = index.by_key.keys().chain(index.planted.keys()).cloned().collect();
-            let mut deleted = unlink(admin, &named).await.map(|_| ());
-            for flood in &state.floods {
-                // Named after the run, generated a batch at a time.
-                let mut names = flood.written_keys().peekable();
-                while deleted.is_ok() && names.peek().is_some() {
-                    let batch: Vec<String> = names.by_ref().take(1000).collect();
-                    deleted = unlink(admin, &batch).await.map(|_| ());
-                }
-            }
-            if let Err(e) = deleted {
-                noted(format!("could not delete the run's keys: {e}"));
-            }
-            let failed = restore(admin, &previous).await;
-            if failed.is_empty() {
-                crate::backend::forget_settings(&state.run_id);
-            }
-            failed.into_iter().map(|e| e.to_string()).for_each(&mut noted);
+    let named: Vec<String> = index.by_key.keys().chain(index.planted.keys()).cloned().collect();
+    if let Err(e) = delete_keys(nodes, &named, &state.floods).await {
+        noted(format!("could not delete the run's keys: {e}"));
+    }
+    let mut restored = true;
+    for (node, previous) in std::mem::take(&mut state.previous_settings) {
+        if previous.is_empty() {
+            continue;
         }
-        Err(e) => noted(format!(
-            "could not reconnect to delete the run's keys and restore settings: {e}"
-        )),
+        let failed = match connect(&node).await {
+            Ok(mut conn) => restore(&mut conn, &previous)
+                .await
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect(),
+            Err(e) => vec![format!("could not reconnect to {node} to restore its settings: {e}")],
+        };
+        restored &= failed.is_empty();
+        failed.into_iter().for_each(&mut noted);
+    }
+    if restored {
+        crate::backend::forget_settings(&state.run_id);
     }
     if !strangers.is_empty() {
         after.push(Event::Foreign {
@@ -940,6 +1000,38 @@ pub async fn leave_server_as_found(
         ));
     }
     after
+}
+
+/// UNLINK the run's `keys` and its floods' on the server at `nodes[0]`, or on the cluster of
+/// `nodes` (a batch per hash slot: a command's keys must share one).
+async fn delete_keys(nodes: &[String], keys: &[String], floods: &[Arc<CacheFlood>]) -> Result<(), SetupError> {
+    let failed = |e: redis::RedisError| SetupError::Connect {
+        url: nodes.join(","),
+        reason: format!("UNLINK: {e}"),
+    };
+    if nodes.len() > 1 {
+        let mut conn = connect_cluster(nodes).await?;
+        let mut by_slot: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+        for key in keys {
+            by_slot.entry(key_slot(key.as_bytes())).or_default().push(key.clone());
+        }
+        for keys in by_slot.values() {
+            unlink(&mut conn, keys).await.map_err(failed)?;
+        }
+        // Floods are refused on a cluster the harness did not start: none to delete.
+        return Ok(());
+    }
+    let mut conn = connect(&nodes[0]).await?;
+    unlink(&mut conn, keys).await.map_err(failed)?;
+    for flood in floods {
+        // Named after the run, generated a batch at a time.
+        let mut names = flood.written_keys().peekable();
+        while names.peek().is_some() {
+            let batch: Vec<String> = names.by_ref().take(1000).collect();
+            unlink(&mut conn, &batch).await.map_err(failed)?;
+        }
+    }
+    Ok(())
 }
 
 /// The first few of `keys`, and how many more.

@@ -207,12 +207,12 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     }
     // A server the harness did not start is left as found, on every way out too: the keys
     // the history says the run created are deleted by name. What that finds is recorded.
-    if let Some(url) = state.leave_as_found.take() {
+    if let Some(nodes) = state.leave_as_found.take() {
         let layout = state
             .layout
             .clone()
             .unwrap_or_else(|| resolve_layout(&config.scenario.limit, config.limiter.as_ref()).0);
-        let after = execute::leave_server_as_found(&url, &layout, &events, &mut state, clock).await;
+        let after = execute::leave_server_as_found(&nodes, &layout, &events, &mut state, clock).await;
         // After a failed write the file is given up on: its last line may be torn.
         if history_error.is_none()
             && let Err(e) = crate::history::append_history(&history_path, &after)
@@ -366,24 +366,40 @@ fn refuse_disruption(config: &RunConfig) -> Result<(), SetupError> {
     })
 }
 
-/// A cluster scenario runs on a cluster the harness starts (refused before any server starts
-/// otherwise). Its limiter reaches the cluster through a cluster client: the `redis` crate's
-/// for a built-in, its language's for an exec adapter (`REDIS_CLUSTER=1`), through a fault
-/// proxy per node when it needs the proxy.
+/// A cluster scenario runs on a cluster the harness starts, or on one of the user's
+/// (`--backend url` naming one of its nodes). Its limiter reaches the cluster through a
+/// cluster client: the `redis` crate's for a built-in, its language's for an exec adapter
+/// (`REDIS_CLUSTER=1`), through a fault proxy per node when it needs the proxy. On a cluster
+/// the harness did not start, nothing moves its slots, fails its nodes over, stops them or
+/// floods them, whatever `--allow-reconfigure` says (refused before anything is sent).
 fn refuse_on_cluster(config: &RunConfig) -> Result<(), SetupError> {
-    if !config.scenario.server.topology.is_cluster() {
+    if !config.scenario.server.topology.is_cluster() || config.backend.owns_servers() {
         return Ok(());
     }
-    if !config.backend.owns_servers() {
-        return Err(SetupError::NotOnCluster {
-            what: format!(
-                "{} (a server the harness did not start)",
-                config.backend.reproduce_flags()
-            ),
-            help: "a cluster scenario runs on a cluster the harness starts: use --backend process or container".into(),
-        });
+    let reasons: Vec<String> = config
+        .scenario
+        .faults
+        .iter()
+        .filter_map(|fault| match fault {
+            Fault::Server(s) => Some(format!(
+                "  - fault {} (phase `{}`) acts on the cluster's nodes themselves",
+                s.action.kind(),
+                s.phase
+            )),
+            Fault::MemoryPressure(p) if p.target == CacheTarget::LimiterServer => Some(format!(
+                "  - fault memory-pressure (phase `{}`) floods the cluster to evict keys",
+                p.phase
+            )),
+            _ => None,
+        })
+        .collect();
+    if reasons.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    Err(SetupError::ClusterRefused {
+        url: config.backend.reproduce_flags(),
+        reasons: reasons.join("\n"),
+    })
 }
 
 fn needs_cache_server(scenario: &Scenario) -> bool {

@@ -1,7 +1,7 @@
 //! Before traffic: start the run's servers (connecting to and configuring them is
 //! `backend`'s: [`crate::backend::connect`], [`crate::backend::configure`]).
 
-use crate::backend::{Backend, FailoverPair, ServerHandle, StartOptions, start_cluster};
+use crate::backend::{Backend, FailoverPair, ServerHandle, StartOptions, join_cluster, start_cluster};
 use crate::error::SetupError;
 use crate::history::ServerRole;
 use crate::scenario::Topology;
@@ -65,6 +65,15 @@ async fn start_limiter_server(
     options: StartOptions,
 ) -> Result<Box<dyn ServerHandle>, SetupError> {
     if let Topology::Cluster { primaries, replicas } = topology {
+        if !backend.owns_servers() {
+            // A cluster of the user's, as it is (whatever its size): found through its node.
+            let options = StartOptions {
+                cluster_node: true,
+                ..options
+            };
+            let seed = backend.start(ServerRole::Limiter, run_id, options).await?;
+            return Ok(Box::new(join_cluster(seed).await?));
+        }
         let cluster = start_cluster(backend, run_id, primaries, replicas, options).await?;
         return Ok(Box::new(cluster));
     }

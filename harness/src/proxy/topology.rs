@@ -1,0 +1,363 @@
+//! Node addresses in a cluster's replies, as the proxies' clients must see them.
+//!
+//! A client of a Redis Cluster learns the nodes from the cluster's own replies: `MOVED` and
+//! `ASK` errors, and the topology commands (`CLUSTER SLOTS`, `SHARDS`, `NODES`, `REPLICAS`).
+//! To keep a limiter inside the fault proxies it must find each node at its proxy's address.
+//! On a cluster the harness starts, each node announces its proxy's port
+//! (`cluster-announce-port`). On a cluster it did not start nothing may be reconfigured, so the
+//! proxies rewrite those replies instead: every node address they know ([`Addresses`]) becomes
+//! the address of the proxy in front of that node. An address the map does not know (a node
+//! added after the run started) is left as it is.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use resp::{Command, Value};
+
+/// Each node's address as the cluster gives it (`host:port`), and its proxy's.
+#[derive(Debug, Clone, Default)]
+pub struct Addresses {
+    proxies: HashMap<String, SocketAddr>,
+}
+
+impl Addresses {
+    /// From `(node's host:port, its proxy's address)` pairs.
+    pub fn new(pairs: impl IntoIterator<Item = (String, SocketAddr)>) -> Self {
+        Self {
+            proxies: pairs.into_iter().collect(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.proxies.is_empty()
+    }
+
+    /// The proxy in front of the node at `host:port`. An empty host (a node that does not
+    /// know its own address answers with `:port`) matches on the port alone.
+    fn proxy_of(&self, host: &str, port: &str) -> Option<SocketAddr> {
+        if host.is_empty() {
+            let suffix = format!(":{port}");
+            return self
+                .proxies
+                .iter()
+                .find(|(node, _)| node.ends_with(&suffix))
+                .map(|(_, proxy)| *proxy);
+        }
+        self.proxies.get(&format!("{host}:{port}")).copied()
+    }
+}
+
+/// Whether the reply to `command` lists the cluster's nodes.
+pub fn lists_nodes(command: &Command) -> bool {
+    command.is("CLUSTER")
+        && command.args.get(1).is_some_and(|sub| {
+            ["SLOTS", "SHARDS", "NODES", "REPLICAS", "SLAVES"]
+                .iter()
+                .any(|name| sub.eq_ignore_ascii_case(name.as_bytes()))
+        })
+}
+
+/// Whether `frame` may need [`rewrite`]: a redirection, or the reply to a command that
+/// [`lists_nodes`]. The check on every reply is one byte.
+pub fn may_rewrite(frame: &[u8], lists_nodes: bool) -> bool {
+    lists_nodes || (frame.first() == Some(&b'-') && (frame.starts_with(b"-MOVED ") || frame.starts_with(b"-ASK ")))
+}
+
+/// `frame` with every node address in `map` replaced by its proxy's, or `None` when nothing
+/// in it changes (or it is not a frame this understands: then it goes out as it came).
+pub fn rewrite(frame: &[u8], lists_nodes: bool, map: &Addresses) -> Option<Vec<u8>> {
+    if map.is_empty() {
+        return None;
+    }
+    let (mut value, _) = resp::parse(frame).ok()??;
+    let changed = match &mut value {
+        Value::Error(text) if !lists_nodes => redirection(text, map),
+        _ if lists_nodes => topology(&mut value, map),
+        _ => false,
+    };
+    changed.then(|| value.to_bytes())
+}
+
+/// `MOVED 3999 127.0.0.1:6381` (or `ASK …`): the address replaced.
+fn redirection(text: &mut Vec<u8>, map: &Addresses) -> bool {
+    let Ok(line) = std::str::from_utf8(text) else {
+        return false;
+    };
+    let mut parts = line.splitn(3, ' ');
+    let (Some(kind), Some(slot), Some(endpoint)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    let Some((host, port)) = endpoint.rsplit_once(':') else {
+        return false;
+    };
+    let Some(proxy) = map.proxy_of(host, port) else {
+        return false;
+    };
+    *text = format!("{kind} {slot} {proxy}").into_bytes();
+    true
+}
+
+/// The reply of a topology command: `CLUSTER NODES`/`REPLICAS` (text, a node per line),
+/// `CLUSTER SLOTS` (ranges, each with its nodes as `[ip, port, id, …]`) or `CLUSTER SHARDS`
+/// (shards, each with its nodes as maps — flat arrays in RESP2 — of `ip`, `port`, `endpoint`).
+fn topology(value: &mut Value, map: &Addresses) -> bool {
+    match value {
+        Value::Bulk(text) | Value::Verbatim { text, .. } => node_lines(text, map),
+        Value::Array(items) => {
+            let mut changed = false;
+            for item in items {
+                changed |= slot_range(item, map) | shard(item, map);
+            }
+            changed
+        }
+        _ => false,
+    }
+}
+
+/// `<id> <ip:port@cport[,hostname]> <flags> …` lines: the `ip:port` of each replaced.
+fn node_lines(text: &mut Vec<u8>, map: &Addresses) -> bool {
+    let Ok(lines) = std::str::from_utf8(text) else {
+        return false;
+    };
+    let mut changed = false;
+    let mut out = String::with_capacity(lines.len());
+    for line in lines.split_inclusive('\n') {
+        let mut fields = line.splitn(3, ' ');
+        let (Some(id), Some(address), rest) = (fields.next(), fields.next(), fields.next()) else {
+            out.push_str(line);
+            continue;
+        };
+        let (endpoint, bus) = address.split_at(address.find(['@', ',']).unwrap_or(address.len()));
+        match endpoint
+            .rsplit_once(':')
+            .and_then(|(host, port)| map.proxy_of(host, port))
+        {
+            Some(proxy) => {
+                changed = true;
+                out.push_str(&format!("{id} {proxy}{bus}"));
+            }
+            None => out.push_str(&format!("{id} {address}")),
+        }
+        if let Some(rest) = rest {
+            out.push(' ');
+            out.push_str(rest);
+        }
+    }
+    if changed {
+        *text = out.into_bytes();
+    }
+    changed
+}
+
+/// `[start, end, [ip, port, id, …], …]` of `CLUSTER SLOTS`.
+fn slot_range(range: &mut Value, map: &Addresses) -> bool {
+    let Value::Array(items) = range else { return false };
+    if !matches!(items.first(), Some(Value::Integer(_))) {
+        return false;
+    }
+    let mut changed = false;
+    for node in items.iter_mut().skip(2) {
+        let Value::Array(fields) = node else { continue };
+        let (Some(Value::Bulk(ip)), Some(Value::Integer(port))) = (fields.first(), fields.get(1)) else {
+            continue;
+        };
+        if let Some(proxy) = map.proxy_of(&String::from_utf8_lossy(ip), &port.to_string()) {
+            fields[0] = Value::Bulk(proxy.ip().to_string().into_bytes());
+            fields[1] = Value::Integer(i64::from(proxy.port()));
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// A shard of `CLUSTER SHARDS`: its `nodes`, each with its `ip`, `port` and `endpoint`.
+fn shard(shard: &mut Value, map: &Addresses) -> bool {
+    let Some(Value::Array(nodes)) = field(shard, "nodes") else {
+        return false;
+    };
+    let mut changed = false;
+    for node in nodes {
+        let ip = match field(node, "ip") {
+            Some(Value::Bulk(ip)) => String::from_utf8_lossy(ip).into_owned(),
+            _ => continue,
+        };
+        let Some(Value::Integer(port)) = field(node, "port") else {
+            continue;
+        };
+        let Some(proxy) = map.proxy_of(&ip, &port.to_string()) else {
+            continue;
+        };
+        *port = i64::from(proxy.port());
+        let host = proxy.ip().to_string().into_bytes();
+        for name in ["ip", "endpoint"] {
+            if let Some(Value::Bulk(text)) = field(node, name) {
+                *text = host.clone();
+            }
+        }
+        changed = true;
+    }
+    changed
+}
+
+/// The value under `name` in a RESP3 map or a RESP2 flat `[name, value, …]` array.
+fn field<'a>(value: &'a mut Value, name: &str) -> Option<&'a mut Value> {
+    let is_name = |v: &Value| matches!(v, Value::Bulk(b) | Value::SimpleString(b) if b == name.as_bytes());
+    match value {
+        Value::Map(pairs) => pairs.iter_mut().find(|(k, _)| is_name(k)).map(|(_, v)| v),
+        Value::Array(items) => {
+            let at = items.iter().step_by(2).position(is_name)? * 2 + 1;
+            items.get_mut(at)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map() -> Addresses {
+        Addresses::new([
+            ("10.0.0.5:7000".to_owned(), "127.0.0.1:41000".parse().unwrap()),
+            ("10.0.0.6:7001".to_owned(), "127.0.0.1:41001".parse().unwrap()),
+        ])
+    }
+
+    fn command(args: &[&str]) -> Command {
+        Command {
+            args: args.iter().map(|a| a.as_bytes().to_vec()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_topology_commands_are_known_by_their_subcommand() {
+        assert!(lists_nodes(&command(&["cluster", "slots"])));
+        assert!(lists_nodes(&command(&["CLUSTER", "SHARDS"])));
+        assert!(lists_nodes(&command(&["CLUSTER", "NODES"])));
+        assert!(!lists_nodes(&command(&["CLUSTER", "INFO"])));
+        assert!(!lists_nodes(&command(&["GET", "slots"])));
+    }
+
+    #[test]
+    fn a_redirection_names_the_proxy_of_its_node() {
+        let moved = rewrite(b"-MOVED 3999 10.0.0.6:7001\r\n", false, &map()).unwrap();
+        assert_eq!(moved, b"-MOVED 3999 127.0.0.1:41001\r\n");
+        let ask = rewrite(b"-ASK 12 10.0.0.5:7000\r\n", false, &map()).unwrap();
+        assert_eq!(ask, b"-ASK 12 127.0.0.1:41000\r\n");
+        // A node that does not know its address answers `:port`.
+        let bare = rewrite(b"-MOVED 1 :7000\r\n", false, &map()).unwrap();
+        assert_eq!(bare, b"-MOVED 1 127.0.0.1:41000\r\n");
+        assert!(may_rewrite(b"-MOVED 1 :7000\r\n", false));
+        assert!(!may_rewrite(b"-ERR no\r\n", false));
+        assert!(!may_rewrite(b":1\r\n", false));
+    }
+
+    #[test]
+    fn what_the_map_does_not_know_goes_out_unchanged() {
+        assert_eq!(rewrite(b"-MOVED 3999 10.9.9.9:7001\r\n", false, &map()), None);
+        assert_eq!(rewrite(b"-ERR MOVED\r\n", false, &map()), None);
+        assert_eq!(rewrite(b"$3\r\nabc\r\n", false, &map()), None);
+        assert_eq!(
+            rewrite(b"-MOVED 3999 10.0.0.6:7001\r\n", false, &Addresses::default()),
+            None
+        );
+        // Not a frame it understands: left to go out as it came.
+        assert_eq!(rewrite(b"*9\r\n", true, &map()), None);
+    }
+
+    #[test]
+    fn cluster_slots_lists_each_range_on_the_proxies() {
+        let reply = Value::Array(vec![Value::Array(vec![
+            Value::Integer(0),
+            Value::Integer(5460),
+            Value::Array(vec![
+                Value::Bulk(b"10.0.0.5".to_vec()),
+                Value::Integer(7000),
+                Value::Bulk(b"abc".to_vec()),
+                Value::Map(vec![]),
+            ]),
+            Value::Array(vec![Value::Bulk(b"10.0.0.9".to_vec()), Value::Integer(7005)]),
+        ])]);
+        let out = rewrite(&reply.to_bytes(), true, &map()).unwrap();
+        let (value, _) = resp::parse(&out).unwrap().unwrap();
+        let Value::Array(ranges) = value else { panic!() };
+        let Value::Array(range) = &ranges[0] else { panic!() };
+        assert_eq!(
+            range[2],
+            Value::Array(vec![
+                Value::Bulk(b"127.0.0.1".to_vec()),
+                Value::Integer(41000),
+                Value::Bulk(b"abc".to_vec()),
+                Value::Map(vec![]),
+            ])
+        );
+        // A replica the map does not know is left as it is.
+        assert_eq!(
+            range[3],
+            Value::Array(vec![Value::Bulk(b"10.0.0.9".to_vec()), Value::Integer(7005)])
+        );
+    }
+
+    #[test]
+    fn cluster_nodes_keeps_each_bus_port_and_hostname() {
+        let text = "a1 10.0.0.5:7000@17000 myself,master - 0 0 1 connected 0-5460\n\
+                    b2 10.0.0.6:7001@17001,node-b master - 0 1 2 connected 5461-10922\n\
+                    c3 10.0.0.7:7002@17002 master - 0 1 3 connected 10923-16383\n";
+        let reply = Value::Bulk(text.as_bytes().to_vec()).to_bytes();
+        let out = rewrite(&reply, true, &map()).unwrap();
+        let (Value::Bulk(out), _) = resp::parse(&out).unwrap().unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "a1 127.0.0.1:41000@17000 myself,master - 0 0 1 connected 0-5460\n\
+             b2 127.0.0.1:41001@17001,node-b master - 0 1 2 connected 5461-10922\n\
+             c3 10.0.0.7:7002@17002 master - 0 1 3 connected 10923-16383\n"
+        );
+    }
+
+    #[test]
+    fn cluster_shards_in_resp2_and_resp3_name_the_proxies() {
+        let node = |pairs: Vec<(&str, Value)>| -> Vec<(Value, Value)> {
+            pairs
+                .into_iter()
+                .map(|(k, v)| (Value::Bulk(k.as_bytes().to_vec()), v))
+                .collect()
+        };
+        let fields = node(vec![
+            ("id", Value::Bulk(b"a1".to_vec())),
+            ("port", Value::Integer(7000)),
+            ("ip", Value::Bulk(b"10.0.0.5".to_vec())),
+            ("endpoint", Value::Bulk(b"10.0.0.5".to_vec())),
+            ("role", Value::Bulk(b"master".to_vec())),
+        ]);
+        let flat = |pairs: Vec<(Value, Value)>| Value::Array(pairs.into_iter().flat_map(|(k, v)| [k, v]).collect());
+        let resp3 = Value::Array(vec![Value::Map(vec![
+            (Value::Bulk(b"slots".to_vec()), Value::Array(vec![])),
+            (
+                Value::Bulk(b"nodes".to_vec()),
+                Value::Array(vec![Value::Map(fields.clone())]),
+            ),
+        ])]);
+        let resp2 = Value::Array(vec![flat(vec![
+            (Value::Bulk(b"slots".to_vec()), Value::Array(vec![])),
+            (Value::Bulk(b"nodes".to_vec()), Value::Array(vec![flat(fields)])),
+        ])]);
+        for reply in [resp3, resp2] {
+            let out = rewrite(&reply.to_bytes(), true, &map()).unwrap();
+            let (mut value, _) = resp::parse(&out).unwrap().unwrap();
+            let Value::Array(shards) = &mut value else { panic!() };
+            let Some(Value::Array(nodes)) = field(&mut shards[0], "nodes") else {
+                panic!()
+            };
+            let node = &mut nodes[0];
+            assert_eq!(field(node, "port").cloned(), Some(Value::Integer(41000)));
+            assert_eq!(field(node, "ip").cloned(), Some(Value::Bulk(b"127.0.0.1".to_vec())));
+            assert_eq!(
+                field(node, "endpoint").cloned(),
+                Some(Value::Bulk(b"127.0.0.1".to_vec()))
+            );
+            assert_eq!(field(node, "role").cloned(), Some(Value::Bulk(b"master".to_vec())));
+        }
+    }
+}
