@@ -541,7 +541,7 @@ async fn untagged_keys_meet_crossslot_there_too(seed: &str) {
 /// harness did not start, saved before each change, and each node gets its own values back
 /// at the end.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_users_cluster_reconfigured_with_leave_gets_every_nodes_settings_back() {
+async fn a_users_cluster_run_with_allow_reconfigure_gets_every_nodes_settings_back() {
     use limiter_harness::history::Event;
     let processes = backend(Kind::Process).await.expect("a process backend");
     let cluster = cluster_on(processes.as_ref(), "users-settings", 3, 0)
@@ -927,6 +927,48 @@ async fn a_key_expiring_between_round_trips_on_a_cluster_is_the_immortal_counter
             .iter()
             .any(|a| (a.kind.as_str(), a.key.as_str()) == ("immortal-key", "rl:0")),
         "{ttl:#?}"
+    );
+}
+
+/// The harness's own cluster connections reach the nodes, never the fault proxies: after a
+/// reshard's `MOVED` makes them read the slot map again, the nemesis's `PEXPIRE` between a
+/// proxied limiter's round trips still goes straight to the node (no `wire` line of the
+/// proxies carries it, nor the observer's `PTTL`), and it still strikes.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_harness_own_cluster_connections_stay_off_the_proxies_after_a_reshard() {
+    use limiter_harness::history::Event;
+    let path = limiter_harness_tests::scenario_path("cluster-resharding");
+    let text = std::fs::read_to_string(&path).unwrap()
+        + "\n[[fault]]\nkind = \"expire-between-round-trips\"\nidentity = 0\nrequest = 45\nbefore_command = [\"INCR\"]\n";
+    let scenario = limiter_harness::scenario::parse_scenario(&path, &text).expect("parses");
+    let (_, dir) = limiter_harness_tests::run_spec(scenario, "get-then-incr", Kind::Process, true)
+        .await
+        .expect("a process backend");
+    let events = limiter_harness::history::read_history(&dir.path().join("history.jsonl")).unwrap();
+    let struck: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Fault { effect, .. } if effect.contains("PEXPIRE rl:0") => Some(effect.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(struck.len(), 1, "the gap fault struck after the reshard: {struck:?}");
+    let mut wire_lines = 0;
+    for event in &events {
+        if let Event::Wire { commands, .. } = event {
+            wire_lines += 1;
+            let harness = commands
+                .iter()
+                .find(|c| c.starts_with("PEXPIRE") || c.starts_with("PTTL"));
+            assert!(
+                harness.is_none(),
+                "the harness's own command crossed a proxy: {commands:?}"
+            );
+        }
+    }
+    assert!(
+        wire_lines > 100,
+        "the limiter's traffic crossed the proxies ({wire_lines} lines)"
     );
 }
 

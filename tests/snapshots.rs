@@ -104,11 +104,13 @@ async fn check_half(suite: &Suite, index: u32, backend: Arc<dyn Backend>) -> CiR
 /// suite's table as they give it.
 fn check_table_of_halves(suite: &Suite, runs: Vec<CiRun>) {
     let (scenarios, names) = (runs[0].scenarios.clone(), runs[0].report.limiters.clone());
-    // As `ci` does on a whole run: a cell recorded flaky puts chance's verdict in the table.
-    let flaky = runs
+    // As `ci` does on a whole run: a cell recorded flaky says `flaky` in the table.
+    let flaky: Vec<(String, String)> = runs
         .iter()
         .flat_map(|r| &r.report.cells)
-        .any(|c| c.standing == Standing::SameFlaky);
+        .filter(|c| c.standing == Standing::SameFlaky)
+        .map(|c| (c.scenario.clone(), c.limiter.clone()))
+        .collect();
     let mut cells: Vec<Cell> = runs.into_iter().flat_map(|r| r.cells).collect();
     let position = |c: &Cell| {
         (
@@ -125,11 +127,7 @@ fn check_table_of_halves(suite: &Suite, runs: Vec<CiRun>) {
     let all: Vec<(String, String)> = cells.iter().map(|c| (c.scenario.clone(), c.limiter.clone())).collect();
     let stale = stale_baseline_files(&suite.baseline, &all);
     assert!(stale.is_empty(), "baseline files without a cell: {stale:?}");
-    if flaky {
-        eprintln!("the table is not compared: a cell is recorded flaky");
-        return;
-    }
-    let now = suite_table(suite, &scenarios, &names, &cells);
+    let now = suite_table(suite, &scenarios, &names, &cells, flaky);
     let table = suite.table.as_ref().expect("the suite has a table");
     let recorded = std::fs::read_to_string(table).unwrap();
     let first_difference = recorded

@@ -113,6 +113,7 @@ pub fn table_context(
         runs: crate::shell::relative(runs_dir).display().to_string(),
         baseline: None,
         servers,
+        flaky: Vec::new(),
     }
 }
 

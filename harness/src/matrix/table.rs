@@ -66,11 +66,21 @@ pub fn grid(out: &mut String, scenarios: &[String], limiters: &[String], text: i
 }
 
 /// The text of the cell `scenario × limiter` (on `server`) among `cells`.
-fn cell_at(cells: &[Cell], server: Option<&str>, scenario: &str, limiter: &str) -> Option<String> {
-    cells
+fn cell_at(
+    cells: &[Cell],
+    server: Option<&str>,
+    scenario: &str,
+    limiter: &str,
+    context: &TableContext,
+) -> Option<String> {
+    let cell = cells
         .iter()
-        .find(|c| c.scenario == scenario && c.limiter == limiter && c.server.as_deref() == server)
-        .map(cell_text)
+        .find(|c| c.scenario == scenario && c.limiter == limiter && c.server.as_deref() == server)?;
+    Some(if context.is_flaky(cell) {
+        "flaky".to_owned()
+    } else {
+        cell_text(cell)
+    })
 }
 
 /// Where a table's readers find more, and how it was made.
@@ -88,6 +98,18 @@ pub struct TableContext {
     /// The servers of `--servers`, as (name, what it says it is: "redis 6.2.14"), in order:
     /// one table each. Empty: one table, no server dimension.
     pub servers: Vec<(String, String)>,
+    /// The cells (scenario, limiter) a suite's baseline records as flaky: their verdict is
+    /// chance's, so the table says `flaky` for them, whatever this run gave, and judges them
+    /// against no expectation.
+    pub flaky: Vec<(String, String)>,
+}
+
+impl TableContext {
+    fn is_flaky(&self, cell: &Cell) -> bool {
+        self.flaky
+            .iter()
+            .any(|(s, l)| *s == cell.scenario && *l == cell.limiter)
+    }
 }
 
 /// The whole table with its legend, differences from expectations and notes.
@@ -120,27 +142,31 @@ fn table(scenarios: &[Scenario], limiters: &[String], cells: &[Cell], context: &
     );
     let names: Vec<String> = scenarios.iter().map(|s| s.name.clone()).collect();
     if context.servers.is_empty() {
-        grid(&mut out, &names, limiters, |s, l| cell_at(cells, None, s, l));
+        grid(&mut out, &names, limiters, |s, l| cell_at(cells, None, s, l, context));
     }
     for (i, (server, version)) in context.servers.iter().enumerate() {
         if i > 0 {
             let _ = writeln!(out);
         }
         let _ = writeln!(out, "## {server} ({version})\n");
-        grid(&mut out, &names, limiters, |s, l| cell_at(cells, Some(server), s, l));
+        grid(&mut out, &names, limiters, |s, l| {
+            cell_at(cells, Some(server), s, l, context)
+        });
     }
     let legend: Vec<String> = Invariant::ALL
         .iter()
         .map(|i| format!("{} = `{}`", short_label(*i), i.name()))
         .collect();
     let _ = writeln!(out, "\nLegend: {}.\n", legend.join(", "));
-    findings(&mut out, cells);
-    notes(&mut out, cells);
+    let (flaky, judged): (Vec<&Cell>, Vec<&Cell>) = cells.iter().partition(|c| context.is_flaky(c));
+    findings(&mut out, &judged);
+    flaky_cells(&mut out, &flaky);
+    notes(&mut out, &judged);
     out
 }
 
-fn findings(out: &mut String, cells: &[Cell]) {
-    let differing: Vec<&Cell> = cells.iter().filter(|c| !c.as_expected()).collect();
+fn findings(out: &mut String, cells: &[&Cell]) {
+    let differing: Vec<&Cell> = cells.iter().copied().filter(|c| !c.as_expected()).collect();
     let _ = writeln!(out, "## Findings\n");
     if differing.is_empty() {
         let _ = writeln!(out, "Every cell is what its scenario expects.\n");
@@ -177,11 +203,32 @@ fn version_note(cell: &Cell) -> Option<String> {
     Some(format!("the limiter {}", note.trim().trim_start_matches("limiter ")))
 }
 
+/// The cells a suite's baseline records as flaky, which the table shows without a verdict.
+fn flaky_cells(out: &mut String, cells: &[&Cell]) {
+    if cells.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "## Flaky cells
+"
+    );
+    for cell in cells {
+        let _ = writeln!(
+            out,
+            "- {} × {}: recorded flaky in its baseline file (its runs disagree; the file lists every verdict seen), so the table shows no verdict for it.",
+            cell.scenario, cell.limiter
+        );
+    }
+    let _ = writeln!(out);
+}
+
 /// The notes of cells as expected: the scenario's note on the limiter, or — on a server
 /// older than the limiter needs, where its commands failing is what is expected — why.
-fn notes(out: &mut String, cells: &[Cell]) {
+fn notes(out: &mut String, cells: &[&Cell]) {
     let noted: Vec<(&Cell, String)> = cells
         .iter()
+        .copied()
         .filter(|c| c.as_expected())
         .filter_map(|c| Some((c, version_note(c).or_else(|| c.note.clone())?)))
         .collect();

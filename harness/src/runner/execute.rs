@@ -325,16 +325,10 @@ async fn start_limiter_client(
         || config.scenario.holds_replication();
     let (proxies, inflight) = if wanted {
         let inflight = Arc::new(InFlight::new());
-        let proxies = start_proxies(
-            url,
-            cluster,
-            config.backend.owns_servers(),
-            nemesis,
-            &inflight,
-            recorder,
-            clock,
-        )
-        .await?;
+        // Only a replication hold needs the nodes to announce their proxies (a replica syncs
+        // with its primary at the address the primary announces).
+        let announce = config.backend.owns_servers() && config.scenario.holds_replication();
+        let proxies = start_proxies(url, cluster, announce, nemesis, &inflight, recorder, clock).await?;
         (proxies, Some(inflight))
     } else {
         (Vec::new(), None)
@@ -387,7 +381,7 @@ async fn start_limiter_client(
 async fn start_proxies(
     url: &str,
     cluster: Option<&[String]>,
-    owned: bool,
+    announce: bool,
     nemesis: &Arc<Nemesis>,
     inflight: &Arc<InFlight>,
     recorder: &Recorder,
@@ -416,15 +410,16 @@ async fn start_proxies(
         proxies.push(proxy);
     }
     if let Some(cluster) = cluster {
-        // The nodes' redirections and topology replies name the proxies: on a cluster the
-        // harness started each node announces its proxy's port (its replicas then sync
-        // through it, which a replication hold needs); on one it did not, nothing may be
-        // reconfigured, and the proxies rewrite those replies instead.
+        // The nodes' redirections and topology replies name the proxies: the proxies rewrite
+        // the nodes' addresses in them. The harness's own connections, which do not cross
+        // the proxies, keep seeing the nodes themselves. With `announce` each node also
+        // announces its proxy's port, so that its replicas sync through it (a replication
+        // hold needs that; only on a cluster the harness started).
         let addresses = crate::proxy::Addresses::new(proxies.iter().map(|p| (p.upstream(), p.addr())));
         for proxy in &proxies {
             proxy.name_proxies(addresses.clone());
         }
-        if owned {
+        if announce {
             let ports: Vec<u16> = proxies.iter().map(|p| p.addr().port()).collect();
             crate::backend::announce_ports(cluster, &ports).await?;
         }
@@ -453,7 +448,7 @@ fn decide_keys(
             addrs[0]
         )),
         _ => Some(format!(
-            "the limiter's traffic went through a fault proxy per cluster node, at {} (node by node, as each node announces it; faults at command boundaries; wire log in the history, each line with its node)",
+            "the limiter's traffic went through a fault proxy per cluster node, at {} (node by node, the cluster's replies naming the proxies; faults at command boundaries; wire log in the history, each line with its node)",
             addrs.join(", ")
         )),
     };

@@ -481,8 +481,8 @@ fn skipped(suite: &Suite, (scenario, limiter): &(String, String), reason: String
     }
 }
 
-/// The suite's table (`[suite] table`) against what the first runs give. Not compared when a
-/// cell is flaky (its first run's verdict is chance's).
+/// The suite's table (`[suite] table`) against what the first runs give. A cell recorded
+/// flaky, or found flaky now, says `flaky` there (its first run's verdict is chance's).
 fn table(
     suite: &Suite,
     scenarios: &[Scenario],
@@ -491,18 +491,13 @@ fn table(
     results: &[CellResult],
 ) -> Option<(PathBuf, TableState, String)> {
     let path = suite.table.as_ref()?;
-    if results
+    let flaky: Vec<(String, String)> = results
         .iter()
-        .any(|r| matches!(r.standing, Standing::Flaky | Standing::SameFlaky))
-    {
-        eprintln!(
-            "limiter-harness ci: the table {} is not compared: a cell is flaky, and its verdict there would be chance's",
-            path.display()
-        );
-        return None;
-    }
+        .filter(|r| matches!(r.standing, Standing::Flaky | Standing::SameFlaky))
+        .map(|r| (r.scenario.clone(), r.limiter.clone()))
+        .collect();
     let names: Vec<String> = limiters.iter().map(|l| l.name.clone()).collect();
-    let now = suite_table(suite, scenarios, &names, cells);
+    let now = suite_table(suite, scenarios, &names, cells, flaky);
     let same = std::fs::read_to_string(path).is_ok_and(|t| t == now);
     Some((
         path.clone(),
@@ -515,14 +510,22 @@ fn table(
 }
 
 /// The suite's table (`[suite] table`) as `cells` give it: the scenarios' rows, the
-/// `limiters`' columns (a whole run's cells, or the cells of every shard together).
-pub fn suite_table(suite: &Suite, scenarios: &[Scenario], limiters: &[String], cells: &[Cell]) -> String {
+/// `limiters`' columns (a whole run's cells, or the cells of every shard together), the
+/// `flaky` cells (scenario, limiter) without a verdict.
+pub fn suite_table(
+    suite: &Suite,
+    scenarios: &[Scenario],
+    limiters: &[String],
+    cells: &[Cell],
+    flaky: Vec<(String, String)>,
+) -> String {
     let context = TableContext {
         backend: None,
         regenerate: "limiter-harness ci --accept".into(),
         runs: suite.report_dir.join("runs").display().to_string(),
         baseline: Some(suite.baseline.display().to_string()),
         servers: Vec::new(),
+        flaky,
     };
     render_table(scenarios, limiters, cells, &context)
 }

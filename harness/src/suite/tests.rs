@@ -270,3 +270,45 @@ fn a_key_per_window_is_snapshotted_without_what_the_clock_decides() {
     );
     assert!(!today.contains("1796412"), "{today}");
 }
+
+/// A cell the baseline records as flaky reads `flaky` in the suite's table, is listed as
+/// such and judged against no expectation: the table is the same whichever way its run went,
+/// so it stays compared on a suite with a flaky cell.
+#[test]
+fn a_flaky_cell_reads_the_same_in_the_table_whatever_its_run_gave() {
+    let suite = super::resolve::parse_suite(
+        std::path::Path::new("/team/limiter-harness.toml"),
+        "[suite]\nname = \"team\"\nscenarios = [\"*\"]\ntable = \"MATRIX.md\"\n\n[[limiter]]\nname = \"api\"\nspec = \"exec:python3 ratelimit.py\"\n",
+    )
+    .unwrap();
+    let scenario = crate::scenario::parse_scenario(std::path::Path::new("tiny.toml"), SCENARIO).unwrap();
+    let names = vec!["api".to_owned()];
+    let flaky = vec![("tiny".to_owned(), "api".to_owned())];
+    let mut failing = tiny_cell(true);
+    failing.expected = crate::matrix::Expectation::Pass;
+    let mut passing = tiny_cell(false);
+    passing.expected = crate::matrix::Expectation::Pass;
+    let table = |cell: Cell, flaky: Vec<(String, String)>| {
+        super::ci::suite_table(&suite, std::slice::from_ref(&scenario), &names, &[cell], flaky)
+    };
+    let as_failed = table(failing, flaky.clone());
+    assert_eq!(as_failed, table(passing, flaky));
+    assert!(as_failed.contains("| tiny | flaky |"), "{as_failed}");
+    assert!(
+        as_failed.contains("Every cell is what its scenario expects."),
+        "{as_failed}"
+    );
+    assert!(
+        as_failed.contains("## Flaky cells\n\n- tiny × api: recorded flaky"),
+        "{as_failed}"
+    );
+    // Not recorded flaky: the run's verdict, against the expectation.
+    let judged = table(tiny_cell_expecting_pass(), Vec::new());
+    assert!(judged.contains("| tiny | **no TTL** † |"), "{judged}");
+}
+
+fn tiny_cell_expecting_pass() -> Cell {
+    let mut cell = tiny_cell(true);
+    cell.expected = crate::matrix::Expectation::Pass;
+    cell
+}
