@@ -15,6 +15,7 @@ use nix::unistd::Pid;
 use testcontainers::bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 
 use super::process::pid_dir;
+use super::url::redacted;
 use super::{BackendError, LABEL, LABEL_RUN};
 
 /// What `clean` removed, left alone, and could not look at.
@@ -274,14 +275,6 @@ async fn restore_on(saved: &SavedSettings) -> Result<(), BackendError> {
         Ok(())
     } else {
         Err(BackendError::Several(failed))
-    }
-}
-
-/// The URL without its password.
-fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => format!("{}://…@{}", &url[..scheme], &url[at + 1..]),
-        _ => url.to_owned(),
     }
 }
 

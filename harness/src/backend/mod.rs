@@ -37,7 +37,7 @@ pub use settings::{
     HARNESS_CLIENT_NAME, KEYSPACE_FLAGS, RESPONSE_TIMEOUT, SaveSettings, configure, configure_after_restart, connect,
     connect_client, restore, unlink,
 };
-pub use url::{UrlBackend, join_cluster};
+pub use url::{UrlBackend, join_cluster, redacted};
 
 use crate::error::SetupError;
 use crate::history::ServerRole;

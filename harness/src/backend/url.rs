@@ -177,6 +177,14 @@ fn with_address(seed: &str, address: &str) -> String {
     format!("{scheme}://{credentials}{address}{path}")
 }
 
+/// The URL without its user and password.
+pub fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}://…@{}", &url[..scheme], &url[at + 1..]),
+        _ => url.to_owned(),
+    }
+}
+
 struct External {
     url: String,
 }
@@ -188,7 +196,8 @@ impl ServerHandle for External {
     }
 
     fn describe(&self) -> String {
-        format!("external server {}", self.url)
+        // In the report and the history: without the password.
+        format!("external server {}", redacted(&self.url))
     }
 
     async fn stop(self: Box<Self>) -> Result<(), BackendError> {
@@ -213,6 +222,14 @@ f5 127.0.0.1:7005@17005 master,fail - 0 1 6 disconnected 1-2
         let (primaries, replicas) = node_addresses(nodes);
         assert_eq!(primaries, ["127.0.0.1:7000", "127.0.0.1:7001", ":7002"]);
         assert_eq!(replicas, ["127.0.0.1:7003"]);
+    }
+
+    #[test]
+    fn a_server_is_described_without_its_password() {
+        let server = External {
+            url: "redis://app:s3cret@10.0.0.2:7001/0".into(),
+        };
+        assert_eq!(server.describe(), "external server redis://…@10.0.0.2:7001/0");
     }
 
     #[test]

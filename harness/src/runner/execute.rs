@@ -971,7 +971,10 @@ pub async fn leave_server_as_found(
                 .into_iter()
                 .map(|e| e.to_string())
                 .collect(),
-            Err(e) => vec![format!("could not reconnect to {node} to restore its settings: {e}")],
+            Err(e) => vec![format!(
+                "could not reconnect to {} to restore its settings: {e}",
+                crate::backend::redacted(&node)
+            )],
         };
         restored &= failed.is_empty();
         failed.into_iter().for_each(&mut noted);
@@ -1001,7 +1004,7 @@ pub async fn leave_server_as_found(
 /// `nodes` (a batch per hash slot: a command's keys must share one).
 async fn delete_keys(nodes: &[String], keys: &[String], floods: &[Arc<CacheFlood>]) -> Result<(), SetupError> {
     let failed = |e: redis::RedisError| SetupError::Connect {
-        url: nodes.join(","),
+        url: crate::backend::redacted(&nodes[0]),
         reason: format!("UNLINK: {e}"),
     };
     if nodes.len() > 1 {
