@@ -210,25 +210,10 @@ pub fn settings_key(run_id: &str, index: usize) -> String {
     }
 }
 
-/// The run put its settings back, on every node: nothing to restore.
-pub fn forget_settings(run_id: &str) {
-    let Ok(entries) = std::fs::read_dir(settings_dir()) else {
-        return;
-    };
-    let node_prefix = format!("{run_id}-node");
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
-            continue;
-        };
-        let mine = stem == run_id
-            || stem
-                .strip_prefix(&node_prefix)
-                .is_some_and(|i| i.parse::<usize>().is_ok());
-        if mine && path.extension().is_some_and(|e| e == "json") {
-            let _ = std::fs::remove_file(&path);
-        }
-    }
+/// The values saved as `key` (a run's [`settings_key`]) are back on their server: nothing to
+/// restore there.
+pub fn forget_settings(key: &str) {
+    let _ = std::fs::remove_file(settings_dir().join(format!("{key}.json")));
 }
 
 async fn restore_saved_settings(all: bool, summary: &mut CleanSummary) {

@@ -160,9 +160,13 @@ fn with_address(seed: &str, address: &str) -> String {
     let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
     let (credentials, host_port) = authority.rsplit_once('@').map_or(("", authority), |(c, h)| (c, h));
     let seed_host = host_port.rsplit_once(':').map_or(host_port, |(h, _)| h);
-    let address = match address.strip_prefix(':') {
+    let address = match address.strip_prefix(':').filter(|port| !port.contains(':')) {
         Some(port) => format!("{seed_host}:{port}"),
-        None => address.to_owned(),
+        // An IPv6 host (`::1:7000`, as the cluster writes it) is bracketed in a URL.
+        None => match address.rsplit_once(':') {
+            Some((host, port)) if host.contains(':') => format!("[{host}]:{port}"),
+            _ => address.to_owned(),
+        },
     };
     let credentials = if credentials.is_empty() {
         String::new()
@@ -246,5 +250,6 @@ f5 127.0.0.1:7005@17005 master,fail - 0 1 6 disconnected 1-2
             with_address("redis://db.example:7000", ":7002"),
             "redis://db.example:7002"
         );
+        assert_eq!(with_address("redis://[::1]:7000", "::1:7001"), "redis://[::1]:7001");
     }
 }

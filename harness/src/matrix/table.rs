@@ -98,9 +98,9 @@ pub struct TableContext {
     /// The servers of `--servers`, as (name, what it says it is: "redis 6.2.14"), in order:
     /// one table each. Empty: one table, no server dimension.
     pub servers: Vec<(String, String)>,
-    /// The cells (scenario, limiter) a suite's baseline records as flaky: their verdict is
-    /// chance's, so the table says `flaky` for them, whatever this run gave, and judges them
-    /// against no expectation.
+    /// The cells (scenario, limiter) a suite's baseline records as flaky, or this run found
+    /// flaky (an accept records them so): their verdict is chance's, so the table says
+    /// `flaky` for them, whatever this run gave, and judges them against no expectation.
     pub flaky: Vec<(String, String)>,
 }
 

@@ -154,7 +154,7 @@ impl Proxy {
     /// its proxy's address, so that clients stay inside the proxies of a cluster whose nodes
     /// announce their own. Set once; later calls change nothing.
     pub fn name_proxies(&self, addresses: Addresses) {
-        let _ = self.addresses.set(addresses);
+        let _ = self.addresses.set(addresses.answered_by(&self.upstream()));
     }
 
     /// Hold the replication streams through this proxy (a cluster's replicas sync through

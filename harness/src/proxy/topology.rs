@@ -18,33 +18,50 @@ use resp::{Command, Value};
 #[derive(Debug, Clone, Default)]
 pub struct Addresses {
     proxies: HashMap<String, SocketAddr>,
+    /// The host of the node whose replies these are (see [`Addresses::answered_by`]).
+    answering_host: String,
 }
 
 impl Addresses {
-    /// From `(node's host:port, its proxy's address)` pairs.
+    /// From `(node's host:port, its proxy's address)` pairs. An IPv6 host may come in
+    /// brackets (`[::1]:7000`, as a URL writes it); the cluster writes it bare (`::1:7000`).
     pub fn new(pairs: impl IntoIterator<Item = (String, SocketAddr)>) -> Self {
         Self {
-            proxies: pairs.into_iter().collect(),
+            proxies: pairs
+                .into_iter()
+                .map(|(node, proxy)| (unbracketed(&node), proxy))
+                .collect(),
+            answering_host: String::new(),
         }
+    }
+
+    /// The map as the proxy of the node at `upstream` (`host:port`) uses it: an address with
+    /// an empty host (`:7001`, which a node gives for an endpoint it does not know) is on the
+    /// host the client reached the node at.
+    pub fn answered_by(mut self, upstream: &str) -> Self {
+        let upstream = unbracketed(upstream);
+        self.answering_host = upstream
+            .rsplit_once(':')
+            .map_or(upstream.as_str(), |(h, _)| h)
+            .to_owned();
+        self
     }
 
     pub fn is_empty(&self) -> bool {
         self.proxies.is_empty()
     }
 
-    /// The proxy in front of the node at `host:port`. An empty host (a node that does not
-    /// know its own address answers with `:port`) matches on the port alone.
+    /// The proxy in front of the node at `host:port` (an empty host: the answering node's).
     fn proxy_of(&self, host: &str, port: &str) -> Option<SocketAddr> {
-        if host.is_empty() {
-            let suffix = format!(":{port}");
-            return self
-                .proxies
-                .iter()
-                .find(|(node, _)| node.ends_with(&suffix))
-                .map(|(_, proxy)| *proxy);
-        }
+        let host = if host.is_empty() { &self.answering_host } else { host };
         self.proxies.get(&format!("{host}:{port}")).copied()
     }
+}
+
+/// `host:port` with an IPv6 host's brackets (`[::1]:7000`, as a URL writes it) taken off, as
+/// the cluster writes it (`::1:7000`).
+fn unbracketed(address: &str) -> String {
+    address.replacen('[', "", 1).replacen(']', "", 1)
 }
 
 /// Whether the reply to `command` lists the cluster's nodes.
@@ -57,10 +74,15 @@ pub fn lists_nodes(command: &Command) -> bool {
         })
 }
 
+/// The largest reply rewritten: 1 MiB, a topology of thousands of nodes. The rewritten copy
+/// is held outside the proxy's memory budget; a larger reply goes out as it came.
+const REWRITE_MAX: usize = 1 << 20;
+
 /// Whether `frame` may need [`rewrite`]: a redirection, or the reply to a command that
 /// [`lists_nodes`]. The check on every reply is one byte.
 pub fn may_rewrite(frame: &[u8], lists_nodes: bool) -> bool {
-    lists_nodes || (frame.first() == Some(&b'-') && (frame.starts_with(b"-MOVED ") || frame.starts_with(b"-ASK ")))
+    let redirection = || frame.starts_with(b"-MOVED ") || frame.starts_with(b"-ASK ");
+    (lists_nodes || (frame.first() == Some(&b'-') && redirection())) && frame.len() <= REWRITE_MAX
 }
 
 /// `frame` with every node address in `map` replaced by its proxy's, or `None` when nothing
@@ -106,7 +128,11 @@ fn topology(value: &mut Value, map: &Addresses) -> bool {
         Value::Array(items) => {
             let mut changed = false;
             for item in items {
-                changed |= slot_range(item, map) | shard(item, map);
+                changed |= match item {
+                    // CLUSTER REPLICAS: a `CLUSTER NODES` line per replica.
+                    Value::Bulk(text) | Value::Verbatim { text, .. } => node_lines(text, map),
+                    item => slot_range(item, map) | shard(item, map),
+                };
             }
             changed
         }
@@ -220,7 +246,9 @@ mod tests {
         Addresses::new([
             ("10.0.0.5:7000".to_owned(), "127.0.0.1:41000".parse().unwrap()),
             ("10.0.0.6:7001".to_owned(), "127.0.0.1:41001".parse().unwrap()),
+            ("10.0.0.6:7000".to_owned(), "127.0.0.1:41002".parse().unwrap()),
         ])
+        .answered_by("10.0.0.5:7000")
     }
 
     fn command(args: &[&str]) -> Command {
@@ -244,12 +272,27 @@ mod tests {
         assert_eq!(moved, b"-MOVED 3999 127.0.0.1:41001\r\n");
         let ask = rewrite(b"-ASK 12 10.0.0.5:7000\r\n", false, &map()).unwrap();
         assert_eq!(ask, b"-ASK 12 127.0.0.1:41000\r\n");
-        // A node that does not know its address answers `:port`.
+        // `:port`: on the host of the node that answered (not any node on that port).
         let bare = rewrite(b"-MOVED 1 :7000\r\n", false, &map()).unwrap();
         assert_eq!(bare, b"-MOVED 1 127.0.0.1:41000\r\n");
+        let elsewhere = map().answered_by("10.0.0.6:7001");
+        let bare = rewrite(b"-MOVED 1 :7000\r\n", false, &elsewhere).unwrap();
+        assert_eq!(bare, b"-MOVED 1 127.0.0.1:41002\r\n");
         assert!(may_rewrite(b"-MOVED 1 :7000\r\n", false));
         assert!(!may_rewrite(b"-ERR no\r\n", false));
         assert!(!may_rewrite(b":1\r\n", false));
+        assert!(may_rewrite(b"$3\r\nabc\r\n", true));
+        assert!(
+            !may_rewrite(&vec![b'x'; REWRITE_MAX + 1], true),
+            "too large: out as it came"
+        );
+    }
+
+    #[test]
+    fn an_ipv6_node_is_known_with_or_without_brackets() {
+        let map = Addresses::new([("[::1]:7000".to_owned(), "127.0.0.1:41000".parse().unwrap())]);
+        let moved = rewrite(b"-MOVED 7 ::1:7000\r\n", false, &map).unwrap();
+        assert_eq!(moved, b"-MOVED 7 127.0.0.1:41000\r\n");
     }
 
     #[test]
@@ -313,6 +356,21 @@ mod tests {
             "a1 127.0.0.1:41000@17000 myself,master - 0 0 1 connected 0-5460\n\
              b2 127.0.0.1:41001@17001,node-b master - 0 1 2 connected 5461-10922\n\
              c3 10.0.0.7:7002@17002 master - 0 1 3 connected 10923-16383\n"
+        );
+    }
+
+    #[test]
+    fn cluster_replicas_lines_name_the_proxies() {
+        let reply = Value::Array(vec![Value::Bulk(
+            b"r1 10.0.0.6:7001@17001 slave a1 0 1 4 connected".to_vec(),
+        )]);
+        let out = rewrite(&reply.to_bytes(), true, &map()).unwrap();
+        let (value, _) = resp::parse(&out).unwrap().unwrap();
+        assert_eq!(
+            value,
+            Value::Array(vec![Value::Bulk(
+                b"r1 127.0.0.1:41001@17001 slave a1 0 1 4 connected".to_vec()
+            )])
         );
     }
 

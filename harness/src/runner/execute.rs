@@ -38,9 +38,8 @@ const TRAILING_EVENTS: Duration = Duration::from_millis(100);
 #[derive(Default)]
 pub struct RunState {
     pub floods: Vec<Arc<CacheFlood>>,
-    /// Set once the run has written to a server it did not start: its URL, or a cluster's
-    /// nodes' (primaries first).
-    pub leave_as_found: Option<Vec<String>>,
+    /// Set once the run has written to a server it did not start.
+    pub leave_as_found: Option<LeaveAsFound>,
     /// Settings the run replaced on such a server, node by node: its URL and the old values.
     pub previous_settings: Vec<(String, Vec<(String, String)>)>,
     /// The limiter instances driven, once started (adapter processes, whose hello may name
@@ -53,6 +52,14 @@ pub struct RunState {
     /// How long the run waits to fit inside one calendar period, set before it waits: that
     /// time does not count against the deadline.
     pub calendar_wait_ms: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A server the harness did not start, which the run leaves as it found it.
+pub struct LeaveAsFound {
+    /// Its URL, or a cluster's nodes' (primaries first).
+    pub nodes: Vec<String>,
+    /// Whether it is a cluster (of one node or more): its keys are deleted a slot at a time.
+    pub cluster: bool,
 }
 
 /// Background tasks (one per node observed) that are aborted if the run is dropped (interrupted).
@@ -481,7 +488,10 @@ async fn prepare_server(
         refuse_existing_keys(&mut admin.node_conns(), url, layout).await?;
         // From here on the run writes to a server it did not start: whatever happens next
         // (an error, Ctrl-C), `run` deletes the run's keys and restores the settings.
-        state.leave_as_found = Some(nodes.clone());
+        state.leave_as_found = Some(LeaveAsFound {
+            nodes: nodes.clone(),
+            cluster: admin.cluster.is_some(),
+        });
     }
     let may_configure = owned || config.allow_reconfigure;
     let events_on = may_configure || keyspace_events_everywhere(admin).await;
@@ -940,7 +950,7 @@ async fn finish_stats(
 /// [`super::run`] on every way out once the run has written to such a server, after the
 /// history is closed.
 pub async fn leave_server_as_found(
-    nodes: &[String],
+    server: &LeaveAsFound,
     layout: &KeyLayout,
     events: &[Event],
     state: &mut RunState,
@@ -956,31 +966,30 @@ pub async fn leave_server_as_found(
             some_of(&unclaimed)
         ));
     }
+    // In the history: the nodes' URLs without their passwords.
+    let scrubbed = |text: String| {
+        server.nodes.iter().fold(text, |text, url| {
+            text.replace(url.as_str(), &crate::backend::redacted(url))
+        })
+    };
     let named: Vec<String> = index.by_key.keys().chain(index.planted.keys()).cloned().collect();
-    if let Err(e) = delete_keys(nodes, &named, &state.floods).await {
-        noted(format!("could not delete the run's keys: {e}"));
+    for e in delete_keys(server, &named, &state.floods).await {
+        noted(scrubbed(format!("could not delete the run's keys: {e}")));
     }
-    let mut restored = true;
-    for (node, previous) in std::mem::take(&mut state.previous_settings) {
-        if previous.is_empty() {
-            continue;
-        }
-        let failed = match connect(&node).await {
+    for (at, (node, previous)) in std::mem::take(&mut state.previous_settings).into_iter().enumerate() {
+        let failed: Vec<String> = match connect(&node).await {
             Ok(mut conn) => restore(&mut conn, &previous)
                 .await
                 .into_iter()
                 .map(|e| e.to_string())
                 .collect(),
-            Err(e) => vec![format!(
-                "could not reconnect to {} to restore its settings: {e}",
-                crate::backend::redacted(&node)
-            )],
+            Err(e) => vec![format!("could not reconnect to {node} to restore its settings: {e}")],
         };
-        restored &= failed.is_empty();
-        failed.into_iter().for_each(&mut noted);
-    }
-    if restored {
-        crate::backend::forget_settings(&state.run_id);
+        if failed.is_empty() {
+            // This node's saved values are no longer needed (`clean` restores the others).
+            crate::backend::forget_settings(&crate::backend::settings_key(&state.run_id, at));
+        }
+        failed.into_iter().map(&scrubbed).for_each(&mut noted);
     }
     if !strangers.is_empty() {
         after.push(Event::Foreign {
@@ -1000,36 +1009,46 @@ pub async fn leave_server_as_found(
     after
 }
 
-/// UNLINK the run's `keys` and its floods' on the server at `nodes[0]`, or on the cluster of
-/// `nodes` (a batch per hash slot: a command's keys must share one).
-async fn delete_keys(nodes: &[String], keys: &[String], floods: &[Arc<CacheFlood>]) -> Result<(), SetupError> {
+/// UNLINK the run's `keys` and its floods' on `server`; on a cluster a batch per hash slot
+/// (a command's keys must share one). Every batch is tried; what failed is returned.
+async fn delete_keys(server: &LeaveAsFound, keys: &[String], floods: &[Arc<CacheFlood>]) -> Vec<SetupError> {
     let failed = |e: redis::RedisError| SetupError::Connect {
-        url: crate::backend::redacted(&nodes[0]),
+        url: crate::backend::redacted(&server.nodes[0]),
         reason: format!("UNLINK: {e}"),
     };
-    if nodes.len() > 1 {
-        let mut conn = connect_cluster(nodes).await?;
+    let mut errors = Vec::new();
+    if server.cluster {
+        let mut conn = match connect_cluster(&server.nodes).await {
+            Ok(conn) => conn,
+            Err(e) => return vec![e],
+        };
         let mut by_slot: BTreeMap<u16, Vec<String>> = BTreeMap::new();
         for key in keys {
             by_slot.entry(key_slot(key.as_bytes())).or_default().push(key.clone());
         }
         for keys in by_slot.values() {
-            unlink(&mut conn, keys).await.map_err(failed)?;
+            if let Err(e) = unlink(&mut conn, keys).await {
+                errors.push(failed(e));
+            }
         }
         // Floods are refused on a cluster the harness did not start: none to delete.
-        return Ok(());
+        return errors;
     }
-    let mut conn = connect(&nodes[0]).await?;
-    unlink(&mut conn, keys).await.map_err(failed)?;
-    for flood in floods {
-        // Named after the run, generated a batch at a time.
-        let mut names = flood.written_keys().peekable();
-        while names.peek().is_some() {
-            let batch: Vec<String> = names.by_ref().take(1000).collect();
-            unlink(&mut conn, &batch).await.map_err(failed)?;
+    let mut conn = match connect(&server.nodes[0]).await {
+        Ok(conn) => conn,
+        Err(e) => return vec![e],
+    };
+    let floods = floods.iter().flat_map(|flood| flood.written_keys());
+    // Named after the run, generated a batch at a time.
+    let mut names = keys.iter().cloned().chain(floods).peekable();
+    while names.peek().is_some() {
+        let batch: Vec<String> = names.by_ref().take(1000).collect();
+        if let Err(e) = unlink(&mut conn, &batch).await {
+            errors.push(failed(e));
+            break;
         }
     }
-    Ok(())
+    errors
 }
 
 /// The first few of `keys`, and how many more.

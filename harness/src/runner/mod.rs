@@ -207,12 +207,12 @@ pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
     }
     // A server the harness did not start is left as found, on every way out too: the keys
     // the history says the run created are deleted by name. What that finds is recorded.
-    if let Some(nodes) = state.leave_as_found.take() {
+    if let Some(server) = state.leave_as_found.take() {
         let layout = state
             .layout
             .clone()
             .unwrap_or_else(|| resolve_layout(&config.scenario.limit, config.limiter.as_ref()).0);
-        let after = execute::leave_server_as_found(&nodes, &layout, &events, &mut state, clock).await;
+        let after = execute::leave_server_as_found(&server, &layout, &events, &mut state, clock).await;
         // After a failed write the file is given up on: its last line may be torn.
         if history_error.is_none()
             && let Err(e) = crate::history::append_history(&history_path, &after)
