@@ -132,6 +132,7 @@ pub(super) async fn relay<CR, CW, SR, SW>(
         conn,
         lease: &lease,
         out: Vec::new(),
+        addresses: Arc::clone(&shared.addresses),
     };
     let requests = commands(client_read, upstream);
     let downstream = Downstream {
@@ -162,6 +163,8 @@ struct Upstream<'a, W> {
     lease: &'a Lease,
     /// The commands of a round trip that are forwarded, when the proxy answers some of it.
     out: Vec<u8>,
+    /// The cluster's node addresses, once set (see [`Downstream::addresses`]).
+    addresses: Arc<OnceLock<Addresses>>,
 }
 
 /// Client → server, until the connection ends: `Err(Some(why))` for a protocol problem or
@@ -237,8 +240,9 @@ impl<W: AsyncWrite + Unpin> Upstream<'_, W> {
             Some(at) => at + 1,
             None => spans.len(),
         };
-        // The replies naming the cluster's nodes, rewritten on the way back (rarely any).
-        let listing: Vec<usize> = if trip.iter().any(|c| c.is("CLUSTER")) {
+        // The replies naming the cluster's nodes, rewritten on the way back: only in front of
+        // a cluster's node (an address map set), and rarely any.
+        let listing: Vec<usize> = if self.addresses.get().is_some() && trip.iter().any(|c| c.is("CLUSTER")) {
             (0..queued).filter(|&i| topology::lists_nodes(&trip[i])).collect()
         } else {
             Vec::new()
