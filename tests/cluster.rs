@@ -517,6 +517,77 @@ async fn a_cluster_the_harness_did_not_start_is_tested_through_one_node_and_left
     cluster.stop().await.expect("stopped");
 }
 
+/// A cluster that names its nodes by hostname (`cluster-announce-hostname` with
+/// `cluster-preferred-endpoint-type hostname`, as managed clusters do): its `CLUSTER SLOTS` and
+/// redirections say `localhost:PORT`. The proxies learn each node's hostname from its
+/// `CLUSTER NODES` and rewrite it as they do an IP, so the limiter's traffic still crosses
+/// every primary's proxy (the team's adapter on redis-py's `RedisCluster`), and no reply
+/// named an address the proxies did not know.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_naming_its_nodes_by_hostname_keeps_the_limiter_inside_the_proxies() {
+    use limiter_harness::checker::Verdict;
+    use limiter_harness::history::Event;
+    let processes = backend(Kind::Process).await.expect("a process backend");
+    let cluster = cluster_on(processes.as_ref(), "hostnames", 3, 0)
+        .await
+        .expect("the user's cluster starts");
+    config_set_everywhere(&cluster, "notify-keyspace-events", "KA").await;
+    config_set_everywhere(&cluster, "cluster-announce-hostname", "localhost").await;
+    config_set_everywhere(&cluster, "cluster-preferred-endpoint-type", "hostname").await;
+    // The hostnames travel by gossip: until every node names every node by one.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    for url in cluster.urls() {
+        while text(&mut conn(url).await, &["CLUSTER", "NODES"])
+            .await
+            .matches(",localhost")
+            .count()
+            < 3
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{url}: the hostnames never spread"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    let seed = cluster.urls()[2].to_owned();
+    let mut plain = conn(&seed).await;
+    let slots: redis::Value = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(&mut plain)
+        .await
+        .unwrap();
+    assert!(
+        format!("{slots:?}").contains("localhost"),
+        "the cluster names its nodes by hostname: {slots:?}"
+    );
+
+    let adapter = format!(
+        "exec:python3 {}",
+        limiter_harness_tests::example("python/fixed_window_cluster.py").display()
+    );
+    let (report, events) = run_on_url(cluster_steady_as_is(), &adapter, &seed, false)
+        .await
+        .expect("the run starts");
+    assert_eq!(report.verdict, Verdict::Valid, "{:#?}", report.invariants);
+    let mut through = std::collections::BTreeSet::new();
+    for event in &events {
+        match event {
+            Event::Wire {
+                node, request: Some(_), ..
+            } => {
+                through.insert(node.expect("on a cluster every wire line names its node"));
+            }
+            Event::Problem { detail, .. } => {
+                assert!(!detail.contains("no fault proxy"), "{detail}");
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(through, (0..3).collect(), "requests crossed every primary's proxy");
+    cluster.stop().await.expect("stopped");
+}
+
 /// `two-key-token-bucket-untagged` on the user's cluster of `seed`: every request meets
 /// `CROSSSLOT`, and the report counts the run's own redirections only.
 async fn untagged_keys_meet_crossslot_there_too(seed: &str) {

@@ -94,7 +94,7 @@ pub enum SetupError {
     ServerStart { backend: String, reason: String },
 
     #[error(
-        "could not connect to {url}: {reason}\n  help: check the address and that the server is up (`redis-cli -u {url} ping`)"
+        "could not connect to {shown}: {reason}\n  help: check the address and that the server is up (`redis-cli -u URL ping`)", shown = crate::text::redacted(.url)
     )]
     Connect { url: String, reason: String },
 
@@ -108,12 +108,12 @@ pub enum SetupError {
     },
 
     #[error(
-        "refusing to run against {url}, a server this harness did not start:\n{reasons}\n  help: run it with the default backend (a fresh server), or pass `--allow-reconfigure` if this server is yours to reconfigure and flood"
+        "refusing to run against {shown}, a server this harness did not start:\n{reasons}\n  help: run it with the default backend (a fresh server), or pass `--allow-reconfigure` if this server is yours to reconfigure and flood", shown = crate::text::redacted(.url)
     )]
     UrlRefused { url: String, reasons: String },
 
     #[error(
-        "not a server address: {url}: {reason}\n  help: `audit --url` takes redis://[USER:PASSWORD@]HOST:PORT[/DB] (percent-encode `@`, `:` and `/` in the password)"
+        "not a server address: {shown}: {reason}\n  help: `audit --url` takes redis://[USER:PASSWORD@]HOST:PORT[/DB] (percent-encode `@`, `:` and `/` in the password)", shown = crate::text::redacted(.url)
     )]
     AuditUrl { url: String, reason: String },
 
@@ -123,12 +123,12 @@ pub enum SetupError {
     AuditPattern { problem: String },
 
     #[error(
-        "{url} would not answer the audit's INFO and DBSIZE: {reason}\n  help: the audit's user needs SCAN, PTTL, INFO and DBSIZE: ACL SETUSER NAME on >PASSWORD resetkeys %R~* resetchannels -@all +scan +pttl +info +dbsize +ping +config|get (docs/audit.md, \"The ACL it needs\")"
+        "{shown} would not answer the audit's INFO and DBSIZE: {reason}\n  help: the audit's user needs SCAN, PTTL, INFO and DBSIZE: ACL SETUSER NAME on >PASSWORD resetkeys %R~* resetchannels -@all +scan +pttl +info +dbsize +ping +config|get (docs/audit.md, \"The ACL it needs\")", shown = crate::text::redacted(.url)
     )]
     AuditRead { url: String, reason: String },
 
     #[error(
-        "{url} refused the audit's user: {reason}\n  help: check the user and password in the URL (percent-encoded); the user needs SCAN, PTTL, INFO and DBSIZE (docs/audit.md, \"The ACL it needs\")"
+        "{shown} refused the audit's user: {reason}\n  help: check the user and password in the URL (percent-encoded); the user needs SCAN, PTTL, INFO and DBSIZE (docs/audit.md, \"The ACL it needs\")", shown = crate::text::redacted(.url)
     )]
     AuditAuth { url: String, reason: String },
 
@@ -154,7 +154,7 @@ pub enum SetupError {
     },
 
     #[error(
-        "refusing to run against {url}, a Redis Cluster this harness did not start:\n{reasons}\n  help: the harness moves slots, fails nodes over, pauses and floods only a cluster it starts: run this scenario with --backend process or container; on your cluster, run scenarios without those faults (cluster-steady, cluster-crossslot, or your own)"
+        "refusing to run against {shown}, a Redis Cluster this harness did not start:\n{reasons}\n  help: the harness moves slots, fails nodes over, pauses and floods only a cluster it starts: run this scenario with --backend process or container; on your cluster, run scenarios without those faults (cluster-steady, cluster-crossslot, or your own)", shown = crate::text::redacted(.url)
     )]
     ClusterRefused { url: String, reasons: String },
 
@@ -174,6 +174,39 @@ impl SetupError {
             action,
             path: path.into(),
             source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_address_is_shown_without_its_password() {
+        let url = "redis://team:s3cret@10.0.0.5:6379/2".to_owned();
+        let errors = [
+            SetupError::Connect {
+                url: url.clone(),
+                reason: "refused".into(),
+            },
+            SetupError::UrlRefused {
+                url: url.clone(),
+                reasons: "- keys".into(),
+            },
+            SetupError::AuditAuth {
+                url: url.clone(),
+                reason: "WRONGPASS".into(),
+            },
+            SetupError::ClusterRefused {
+                url,
+                reasons: "- reshard".into(),
+            },
+        ];
+        for error in errors {
+            let text = error.to_string();
+            assert!(!text.contains("s3cret") && !text.contains("team:"), "{text}");
+            assert!(text.contains("redis://…@10.0.0.5:6379/2"), "{text}");
         }
     }
 }

@@ -10,6 +10,15 @@ pub(crate) fn joined<T: std::fmt::Display>(items: &[T], separator: &str) -> Stri
         .join(separator)
 }
 
+/// The URL without its user and password, for anything a person reads (errors, notes,
+/// reports): `redis://…@host:6379`.
+pub fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}://…@{}", &url[..scheme], &url[at + 1..]),
+        _ => url.to_owned(),
+    }
+}
+
 /// The first line of `text`: a message's headline, for a line of progress, a table's cell or
 /// a summary that has room for one line.
 pub(crate) fn first_line(text: &str) -> &str {

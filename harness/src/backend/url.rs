@@ -181,13 +181,7 @@ fn with_address(seed: &str, address: &str) -> String {
     format!("{scheme}://{credentials}{address}{path}")
 }
 
-/// The URL without its user and password.
-pub fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => format!("{}://…@{}", &url[..scheme], &url[at + 1..]),
-        _ => url.to_owned(),
-    }
-}
+pub use crate::text::redacted;
 
 struct External {
     url: String,

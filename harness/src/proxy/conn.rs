@@ -142,6 +142,8 @@ pub(super) async fn relay<CR, CW, SR, SW>(
         taken: 0,
         hold: shared.hold,
         addresses: shared.addresses,
+        hook: Arc::clone(&hook),
+        conn,
     };
     let replies = replies(server_read, rx, downstream);
     let why = tokio::select! {
@@ -325,6 +327,9 @@ struct Downstream<'a, W> {
     hold: watch::Receiver<bool>,
     /// Node addresses to rewrite in the replies, once set.
     addresses: Arc<OnceLock<Addresses>>,
+    /// Told of an address a reply names that no proxy stands in front of.
+    hook: Arc<dyn ProxyHook>,
+    conn: u64,
 }
 
 impl<W: AsyncWrite + Unpin> Downstream<'_, W> {
@@ -445,7 +450,11 @@ async fn reply<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     };
     let rewritten = match down.addresses.get() {
         Some(map) if topology::may_rewrite(&buf[..len], lists_nodes) => {
-            topology::rewrite(&buf[..len], lists_nodes, map)
+            let rewritten = topology::rewrite(&buf[..len], lists_nodes, map);
+            for address in rewritten.unknown.iter().filter(|a| map.first_sighting(a)) {
+                down.hook.unknown_node(down.conn, address);
+            }
+            rewritten.frame
         }
         _ => None,
     };
@@ -561,5 +570,51 @@ mod tests {
         let client = Builder::new().read(GET).wait(Duration::from_secs(60)).build();
         let server = Builder::new().build();
         relay_scripted(client, server, Action::Reset).await;
+    }
+
+    /// Forwards everything and keeps the unknown nodes it is told of.
+    #[derive(Default)]
+    struct Unknowns(std::sync::Mutex<Vec<(u64, String)>>);
+
+    #[async_trait::async_trait]
+    impl ProxyHook for Unknowns {
+        async fn before_forward(&self, _conn: u64, trip: &[Command]) -> Vec<Action> {
+            vec![Action::Forward; trip.len()]
+        }
+        fn unknown_node(&self, conn: u64, address: &str) {
+            self.0.lock().unwrap().push((conn, address.to_owned()));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_redirection_to_a_node_without_a_proxy_goes_out_as_it_came_and_is_told_once() {
+        let addresses = Addresses::new([("10.0.0.5:7000".to_owned(), "127.0.0.1:41000".parse().unwrap())]);
+        let shared = Shared {
+            budget: Arc::new(Budget::new(1 << 20)),
+            hold: watch::channel(false).1,
+            addresses: Arc::new(OnceLock::new()),
+        };
+        let _ = shared.addresses.set(addresses.answered_by("10.0.0.5:7000"));
+        let hook = Arc::new(Unknowns::default());
+        let replies: &[u8] = b"-MOVED 9 10.9.9.9:7001\r\n-MOVED 9 10.0.0.5:7000\r\n";
+        let two = [GET, GET].concat();
+        // The second connection meets the same unknown node: it is told of it no more.
+        for conn in [1, 2] {
+            let client = Builder::new()
+                .read(&two)
+                .write(b"-MOVED 9 10.9.9.9:7001\r\n-MOVED 9 127.0.0.1:41000\r\n")
+                .build();
+            let server = Builder::new().write(&two).read(replies).build();
+            relay(
+                tokio::io::split(client),
+                tokio::io::split(server),
+                Arc::clone(&hook) as Arc<dyn ProxyHook>,
+                conn,
+                CancellationToken::new(),
+                shared.clone(),
+            )
+            .await;
+        }
+        assert_eq!(*hook.0.lock().unwrap(), [(1, "10.9.9.9:7001".to_owned())]);
     }
 }

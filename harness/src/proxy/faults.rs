@@ -211,6 +211,21 @@ impl ProxyHook for NemesisHook {
             noted: false,
         });
     }
+
+    fn unknown_node(&self, conn: u64, address: &str) {
+        let whose = self
+            .node
+            .map_or_else(String::new, |node| format!("node {node}'s proxy: "));
+        self.recorder.record(Event::Problem {
+            t_us: self.clock.now_us(),
+            source: ProblemSource::FaultProxy,
+            detail: format!(
+                "{whose}a reply on connection {conn} named {address}, an address no fault proxy of the run stands in front of (a node added after the run started, or one the cluster names by an endpoint the harness did not learn): a client that follows it leaves the proxies, and its commands there are neither faulted nor recorded"
+            ),
+            fatal: false,
+            noted: true,
+        });
+    }
 }
 
 #[cfg(test)]

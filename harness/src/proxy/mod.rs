@@ -64,6 +64,10 @@ pub trait ProxyHook: Send + Sync {
     /// A connection was closed because of a protocol problem, or (connection 0) the listener
     /// could not accept one (logged in the history).
     fn connection_problem(&self, _conn: u64, _detail: String) {}
+    /// A reply (a redirection, a topology listing) named `address`, a node no proxy of the
+    /// run stands in front of: a client that follows it leaves the proxies. Called once per
+    /// address in a run.
+    fn unknown_node(&self, _conn: u64, _address: &str) {}
 }
 
 /// Forwards everything (the benchmark's baseline for the proxy's own cost).

@@ -6,11 +6,15 @@
 //! On a cluster the harness starts, each node announces its proxy's port
 //! (`cluster-announce-port`). On a cluster it did not start nothing may be reconfigured, so the
 //! proxies rewrite those replies instead: every node address they know ([`Addresses`]) becomes
-//! the address of the proxy in front of that node. An address the map does not know (a node
-//! added after the run started) is left as it is.
+//! the address of the proxy in front of that node. A node is known by its `ip:port` and, when
+//! the cluster names its nodes by hostname (`cluster-preferred-endpoint-type hostname`), by
+//! its `hostname:port` too ([`Addresses::with_hostnames`]). An address the map does not know
+//! (a node added after the run started, an endpoint the cluster gives as `?`) is left as it
+//! is, and reported: a client that follows it leaves the proxies.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use resp::{Command, Value};
 
@@ -18,21 +22,59 @@ use resp::{Command, Value};
 #[derive(Debug, Clone, Default)]
 pub struct Addresses {
     proxies: HashMap<String, SocketAddr>,
+    /// The proxies' own addresses: a node that announces its proxy's port names one of these.
+    own: HashSet<SocketAddr>,
     /// The host of the node whose replies these are (see [`Addresses::answered_by`]).
     answering_host: String,
+    /// Addresses not in the map that a reply named, shared by every proxy of the run (each
+    /// is reported once: [`Addresses::first_sighting`]).
+    sighted: Arc<Mutex<HashSet<String>>>,
+}
+
+/// What the map says of a node address in a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lookup {
+    /// A node's, in front of which this proxy stands.
+    Node(SocketAddr),
+    /// A proxy's own (the node announces its proxy's port): nothing to rewrite.
+    Proxy,
+    /// Neither.
+    Unknown,
 }
 
 impl Addresses {
     /// From `(node's host:port, its proxy's address)` pairs. An IPv6 host may come in
     /// brackets (`[::1]:7000`, as a URL writes it); the cluster writes it bare (`::1:7000`).
     pub fn new(pairs: impl IntoIterator<Item = (String, SocketAddr)>) -> Self {
+        let proxies: HashMap<String, SocketAddr> = pairs
+            .into_iter()
+            .map(|(node, proxy)| (unbracketed(&node), proxy))
+            .collect();
         Self {
-            proxies: pairs
-                .into_iter()
-                .map(|(node, proxy)| (unbracketed(&node), proxy))
-                .collect(),
-            answering_host: String::new(),
+            own: proxies.values().copied().collect(),
+            proxies,
+            ..Self::default()
         }
+    }
+
+    /// The map with each node's hostname added, as a `CLUSTER NODES` reply gives it
+    /// (`<id> <ip:port@cport[,hostname[,aux=value…]]> …`): `hostname:port` is then known as
+    /// the node at `ip:port` is.
+    pub fn with_hostnames(mut self, cluster_nodes: &str) -> Self {
+        for line in cluster_nodes.lines() {
+            let Some(address) = line.split_whitespace().nth(1) else {
+                continue;
+            };
+            let (endpoint, rest) = address.split_once('@').unwrap_or((address, ""));
+            let hostname = rest.split(',').nth(1).filter(|h| !h.is_empty() && !h.contains('='));
+            let (Some(hostname), Some((_, port))) = (hostname, endpoint.rsplit_once(':')) else {
+                continue;
+            };
+            if let Some(&proxy) = self.proxies.get(&unbracketed(endpoint)) {
+                self.proxies.insert(format!("{hostname}:{port}"), proxy);
+            }
+        }
+        self
     }
 
     /// The map as the proxy of the node at `upstream` (`host:port`) uses it: an address with
@@ -51,10 +93,47 @@ impl Addresses {
         self.proxies.is_empty()
     }
 
-    /// The proxy in front of the node at `host:port` (an empty host: the answering node's).
-    fn proxy_of(&self, host: &str, port: &str) -> Option<SocketAddr> {
+    /// Whether `address` (one that [`rewrite`] found unknown) is named for the first time in
+    /// the run, by any of its proxies.
+    pub fn first_sighting(&self, address: &str) -> bool {
+        self.sighted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(address.to_owned())
+    }
+
+    /// The node at `host:port` (an empty host: the answering node's).
+    fn lookup(&self, host: &str, port: &str) -> Lookup {
         let host = if host.is_empty() { &self.answering_host } else { host };
-        self.proxies.get(&format!("{host}:{port}")).copied()
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if let Some(&proxy) = self.proxies.get(&format!("{host}:{port}")) {
+            return Lookup::Node(proxy);
+        }
+        let socket = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        match socket.parse::<SocketAddr>() {
+            Ok(a) if self.own.contains(&a) => Lookup::Proxy,
+            _ => Lookup::Unknown,
+        }
+    }
+
+    /// The proxy in front of the node at `host:port`; an address neither a node's nor a
+    /// proxy's is added to `unknown`.
+    fn proxy_of(&self, host: &str, port: &str, unknown: &mut Vec<String>) -> Option<SocketAddr> {
+        match self.lookup(host, port) {
+            Lookup::Node(proxy) => Some(proxy),
+            Lookup::Proxy => None,
+            Lookup::Unknown => {
+                let address = format!("{host}:{port}");
+                if !unknown.contains(&address) {
+                    unknown.push(address);
+                }
+                None
+            }
+        }
     }
 }
 
@@ -85,144 +164,188 @@ pub fn may_rewrite(frame: &[u8], lists_nodes: bool) -> bool {
     (lists_nodes || (frame.first() == Some(&b'-') && redirection())) && frame.len() <= REWRITE_MAX
 }
 
-/// `frame` with every node address in `map` replaced by its proxy's, or `None` when nothing
-/// in it changes (or it is not a frame this understands: then it goes out as it came).
-pub fn rewrite(frame: &[u8], lists_nodes: bool, map: &Addresses) -> Option<Vec<u8>> {
+/// What [`rewrite`] made of a reply.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Rewritten {
+    /// The reply with every node address in the map replaced by its proxy's; `None` when
+    /// nothing in it changes (or it is not a frame this understands: it goes out as it came).
+    pub frame: Option<Vec<u8>>,
+    /// The addresses it names that are neither a node's in the map nor a proxy's: a client
+    /// that follows one leaves the proxies. Nodes the cluster lists as failed, without an
+    /// address or still in a handshake are not counted.
+    pub unknown: Vec<String>,
+}
+
+/// `frame` as the proxies' clients must see it (see [`Rewritten`]).
+pub fn rewrite(frame: &[u8], lists_nodes: bool, map: &Addresses) -> Rewritten {
+    let mut walk = Walk {
+        map,
+        unknown: Vec::new(),
+    };
     if map.is_empty() {
-        return None;
+        return Rewritten::default();
     }
-    let (mut value, _) = resp::parse(frame).ok()??;
+    let Some((mut value, _)) = resp::parse(frame).ok().flatten() else {
+        return Rewritten::default();
+    };
     let changed = match &mut value {
-        Value::Error(text) if !lists_nodes => redirection(text, map),
-        _ if lists_nodes => topology(&mut value, map),
+        Value::Error(text) if !lists_nodes => walk.redirection(text),
+        _ if lists_nodes => walk.topology(&mut value),
         _ => false,
     };
-    changed.then(|| value.to_bytes())
-}
-
-/// `MOVED 3999 127.0.0.1:6381` (or `ASK …`): the address replaced.
-fn redirection(text: &mut Vec<u8>, map: &Addresses) -> bool {
-    let Ok(line) = std::str::from_utf8(text) else {
-        return false;
-    };
-    let mut parts = line.splitn(3, ' ');
-    let (Some(kind), Some(slot), Some(endpoint)) = (parts.next(), parts.next(), parts.next()) else {
-        return false;
-    };
-    let Some((host, port)) = endpoint.rsplit_once(':') else {
-        return false;
-    };
-    let Some(proxy) = map.proxy_of(host, port) else {
-        return false;
-    };
-    *text = format!("{kind} {slot} {proxy}").into_bytes();
-    true
-}
-
-/// The reply of a topology command: `CLUSTER NODES`/`REPLICAS` (text, a node per line),
-/// `CLUSTER SLOTS` (ranges, each with its nodes as `[ip, port, id, …]`) or `CLUSTER SHARDS`
-/// (shards, each with its nodes as maps — flat arrays in RESP2 — of `ip`, `port`, `endpoint`).
-fn topology(value: &mut Value, map: &Addresses) -> bool {
-    match value {
-        Value::Bulk(text) | Value::Verbatim { text, .. } => node_lines(text, map),
-        Value::Array(items) => {
-            let mut changed = false;
-            for item in items {
-                changed |= match item {
-                    // CLUSTER REPLICAS: a `CLUSTER NODES` line per replica.
-                    Value::Bulk(text) | Value::Verbatim { text, .. } => node_lines(text, map),
-                    item => slot_range(item, map) | shard(item, map),
-                };
-            }
-            changed
-        }
-        _ => false,
+    Rewritten {
+        frame: changed.then(|| value.to_bytes()),
+        unknown: walk.unknown,
     }
 }
 
-/// `<id> <ip:port@cport[,hostname]> <flags> …` lines: the `ip:port` of each replaced.
-fn node_lines(text: &mut Vec<u8>, map: &Addresses) -> bool {
-    let Ok(lines) = std::str::from_utf8(text) else {
-        return false;
-    };
-    let mut changed = false;
-    let mut out = String::with_capacity(lines.len());
-    for line in lines.split_inclusive('\n') {
-        let mut fields = line.splitn(3, ' ');
-        let (Some(id), Some(address), rest) = (fields.next(), fields.next(), fields.next()) else {
-            out.push_str(line);
-            continue;
+/// One reply's rewriting: the map, and the unknown addresses met so far.
+struct Walk<'a> {
+    map: &'a Addresses,
+    unknown: Vec<String>,
+}
+
+impl Walk<'_> {
+    fn proxy_of(&mut self, host: &str, port: &str) -> Option<SocketAddr> {
+        self.map.proxy_of(host, port, &mut self.unknown)
+    }
+
+    /// `MOVED 3999 127.0.0.1:6381` (or `ASK …`): the address replaced.
+    fn redirection(&mut self, text: &mut Vec<u8>) -> bool {
+        let Ok(line) = std::str::from_utf8(text) else {
+            return false;
         };
-        let (endpoint, bus) = address.split_at(address.find(['@', ',']).unwrap_or(address.len()));
-        match endpoint
-            .rsplit_once(':')
-            .and_then(|(host, port)| map.proxy_of(host, port))
-        {
-            Some(proxy) => {
+        let mut parts = line.splitn(3, ' ');
+        let (Some(kind), Some(slot), Some(endpoint)) = (parts.next(), parts.next(), parts.next()) else {
+            return false;
+        };
+        let Some((host, port)) = endpoint.rsplit_once(':') else {
+            return false;
+        };
+        let Some(proxy) = self.proxy_of(host, port) else {
+            return false;
+        };
+        *text = format!("{kind} {slot} {proxy}").into_bytes();
+        true
+    }
+
+    /// The reply of a topology command: `CLUSTER NODES`/`REPLICAS` (text, a node per line),
+    /// `CLUSTER SLOTS` (ranges, each with its nodes as `[ip, port, id, …]`) or `CLUSTER SHARDS`
+    /// (shards, each with its nodes as maps — flat arrays in RESP2 — of `ip`, `port`, `endpoint`).
+    fn topology(&mut self, value: &mut Value) -> bool {
+        match value {
+            Value::Bulk(text) | Value::Verbatim { text, .. } => self.node_lines(text),
+            Value::Array(items) => {
+                let mut changed = false;
+                for item in items {
+                    changed |= match item {
+                        // CLUSTER REPLICAS: a `CLUSTER NODES` line per replica.
+                        Value::Bulk(text) | Value::Verbatim { text, .. } => self.node_lines(text),
+                        item => self.slot_range(item) | self.shard(item),
+                    };
+                }
+                changed
+            }
+            _ => false,
+        }
+    }
+
+    /// `<id> <ip:port@cport[,hostname]> <flags> …` lines: the `ip:port` of each replaced.
+    fn node_lines(&mut self, text: &mut Vec<u8>) -> bool {
+        let Ok(lines) = std::str::from_utf8(text) else {
+            return false;
+        };
+        let mut changed = false;
+        let mut out = String::with_capacity(lines.len());
+        for line in lines.split_inclusive('\n') {
+            let mut fields = line.splitn(3, ' ');
+            let (Some(id), Some(address), rest) = (fields.next(), fields.next(), fields.next()) else {
+                out.push_str(line);
+                continue;
+            };
+            let (endpoint, bus) = address.split_at(address.find(['@', ',']).unwrap_or(address.len()));
+            let flags = rest.and_then(|r| r.split(' ').next()).unwrap_or_default();
+            let reachable = !flags.split(',').any(|f| matches!(f, "fail" | "noaddr" | "handshake"));
+            let proxy = match endpoint.rsplit_once(':') {
+                Some((host, port)) if reachable => self.proxy_of(host, port),
+                Some((host, port)) => self.map.proxy_of(host, port, &mut Vec::new()),
+                None => None,
+            };
+            match proxy {
+                Some(proxy) => {
+                    changed = true;
+                    out.push_str(&format!("{id} {proxy}{bus}"));
+                }
+                None => out.push_str(&format!("{id} {address}")),
+            }
+            if let Some(rest) = rest {
+                out.push(' ');
+                out.push_str(rest);
+            }
+        }
+        if changed {
+            *text = out.into_bytes();
+        }
+        changed
+    }
+
+    /// `[start, end, [endpoint, port, id, …], …]` of `CLUSTER SLOTS`. A nil or empty
+    /// endpoint (`cluster-preferred-endpoint-type unknown-endpoint`) is the answering node's
+    /// host.
+    fn slot_range(&mut self, range: &mut Value) -> bool {
+        let Value::Array(items) = range else { return false };
+        if !matches!(items.first(), Some(Value::Integer(_))) {
+            return false;
+        }
+        let mut changed = false;
+        for node in items.iter_mut().skip(2) {
+            let Value::Array(fields) = node else { continue };
+            let host = match fields.first() {
+                Some(Value::Bulk(host)) => String::from_utf8_lossy(host).into_owned(),
+                Some(Value::Null) => String::new(),
+                _ => continue,
+            };
+            let Some(Value::Integer(port)) = fields.get(1) else {
+                continue;
+            };
+            if let Some(proxy) = self.proxy_of(&host, &port.to_string()) {
+                fields[0] = Value::Bulk(proxy.ip().to_string().into_bytes());
+                fields[1] = Value::Integer(i64::from(proxy.port()));
                 changed = true;
-                out.push_str(&format!("{id} {proxy}{bus}"));
             }
-            None => out.push_str(&format!("{id} {address}")),
         }
-        if let Some(rest) = rest {
-            out.push(' ');
-            out.push_str(rest);
-        }
+        changed
     }
-    if changed {
-        *text = out.into_bytes();
-    }
-    changed
-}
 
-/// `[start, end, [ip, port, id, …], …]` of `CLUSTER SLOTS`.
-fn slot_range(range: &mut Value, map: &Addresses) -> bool {
-    let Value::Array(items) = range else { return false };
-    if !matches!(items.first(), Some(Value::Integer(_))) {
-        return false;
-    }
-    let mut changed = false;
-    for node in items.iter_mut().skip(2) {
-        let Value::Array(fields) = node else { continue };
-        let (Some(Value::Bulk(ip)), Some(Value::Integer(port))) = (fields.first(), fields.get(1)) else {
-            continue;
+    /// A shard of `CLUSTER SHARDS`: its `nodes`, each with its `ip`, `port`, `endpoint` (and
+    /// `hostname`, when the cluster names its nodes).
+    fn shard(&mut self, shard: &mut Value) -> bool {
+        let Some(Value::Array(nodes)) = field(shard, "nodes") else {
+            return false;
         };
-        if let Some(proxy) = map.proxy_of(&String::from_utf8_lossy(ip), &port.to_string()) {
-            fields[0] = Value::Bulk(proxy.ip().to_string().into_bytes());
-            fields[1] = Value::Integer(i64::from(proxy.port()));
+        let mut changed = false;
+        for node in nodes {
+            let ip = match field(node, "ip") {
+                Some(Value::Bulk(ip)) => String::from_utf8_lossy(ip).into_owned(),
+                _ => continue,
+            };
+            let Some(Value::Integer(port)) = field(node, "port") else {
+                continue;
+            };
+            let Some(proxy) = self.proxy_of(&ip, &port.to_string()) else {
+                continue;
+            };
+            *port = i64::from(proxy.port());
+            let host = proxy.ip().to_string().into_bytes();
+            for name in ["ip", "endpoint", "hostname"] {
+                if let Some(Value::Bulk(text)) = field(node, name) {
+                    *text = host.clone();
+                }
+            }
             changed = true;
         }
+        changed
     }
-    changed
-}
-
-/// A shard of `CLUSTER SHARDS`: its `nodes`, each with its `ip`, `port` and `endpoint`.
-fn shard(shard: &mut Value, map: &Addresses) -> bool {
-    let Some(Value::Array(nodes)) = field(shard, "nodes") else {
-        return false;
-    };
-    let mut changed = false;
-    for node in nodes {
-        let ip = match field(node, "ip") {
-            Some(Value::Bulk(ip)) => String::from_utf8_lossy(ip).into_owned(),
-            _ => continue,
-        };
-        let Some(Value::Integer(port)) = field(node, "port") else {
-            continue;
-        };
-        let Some(proxy) = map.proxy_of(&ip, &port.to_string()) else {
-            continue;
-        };
-        *port = i64::from(proxy.port());
-        let host = proxy.ip().to_string().into_bytes();
-        for name in ["ip", "endpoint"] {
-            if let Some(Value::Bulk(text)) = field(node, name) {
-                *text = host.clone();
-            }
-        }
-        changed = true;
-    }
-    changed
 }
 
 /// The value under `name` in a RESP3 map or a RESP2 flat `[name, value, …]` array.
@@ -268,15 +391,15 @@ mod tests {
 
     #[test]
     fn a_redirection_names_the_proxy_of_its_node() {
-        let moved = rewrite(b"-MOVED 3999 10.0.0.6:7001\r\n", false, &map()).unwrap();
+        let moved = rewrite(b"-MOVED 3999 10.0.0.6:7001\r\n", false, &map()).frame.unwrap();
         assert_eq!(moved, b"-MOVED 3999 127.0.0.1:41001\r\n");
-        let ask = rewrite(b"-ASK 12 10.0.0.5:7000\r\n", false, &map()).unwrap();
+        let ask = rewrite(b"-ASK 12 10.0.0.5:7000\r\n", false, &map()).frame.unwrap();
         assert_eq!(ask, b"-ASK 12 127.0.0.1:41000\r\n");
         // `:port`: on the host of the node that answered (not any node on that port).
-        let bare = rewrite(b"-MOVED 1 :7000\r\n", false, &map()).unwrap();
+        let bare = rewrite(b"-MOVED 1 :7000\r\n", false, &map()).frame.unwrap();
         assert_eq!(bare, b"-MOVED 1 127.0.0.1:41000\r\n");
         let elsewhere = map().answered_by("10.0.0.6:7001");
-        let bare = rewrite(b"-MOVED 1 :7000\r\n", false, &elsewhere).unwrap();
+        let bare = rewrite(b"-MOVED 1 :7000\r\n", false, &elsewhere).frame.unwrap();
         assert_eq!(bare, b"-MOVED 1 127.0.0.1:41002\r\n");
         assert!(may_rewrite(b"-MOVED 1 :7000\r\n", false));
         assert!(!may_rewrite(b"-ERR no\r\n", false));
@@ -291,21 +414,102 @@ mod tests {
     #[test]
     fn an_ipv6_node_is_known_with_or_without_brackets() {
         let map = Addresses::new([("[::1]:7000".to_owned(), "127.0.0.1:41000".parse().unwrap())]);
-        let moved = rewrite(b"-MOVED 7 ::1:7000\r\n", false, &map).unwrap();
+        let moved = rewrite(b"-MOVED 7 ::1:7000\r\n", false, &map).frame.unwrap();
         assert_eq!(moved, b"-MOVED 7 127.0.0.1:41000\r\n");
     }
 
     #[test]
     fn what_the_map_does_not_know_goes_out_unchanged() {
-        assert_eq!(rewrite(b"-MOVED 3999 10.9.9.9:7001\r\n", false, &map()), None);
-        assert_eq!(rewrite(b"-ERR MOVED\r\n", false, &map()), None);
-        assert_eq!(rewrite(b"$3\r\nabc\r\n", false, &map()), None);
+        assert_eq!(rewrite(b"-MOVED 3999 10.9.9.9:7001\r\n", false, &map()).frame, None);
+        assert_eq!(rewrite(b"-ERR MOVED\r\n", false, &map()).frame, None);
+        assert_eq!(rewrite(b"$3\r\nabc\r\n", false, &map()).frame, None);
         assert_eq!(
-            rewrite(b"-MOVED 3999 10.0.0.6:7001\r\n", false, &Addresses::default()),
+            rewrite(b"-MOVED 3999 10.0.0.6:7001\r\n", false, &Addresses::default()).frame,
             None
         );
         // Not a frame it understands: left to go out as it came.
-        assert_eq!(rewrite(b"*9\r\n", true, &map()), None);
+        assert_eq!(rewrite(b"*9\r\n", true, &map()), Rewritten::default());
+    }
+
+    #[test]
+    fn an_address_neither_a_nodes_nor_a_proxys_is_reported() {
+        let moved = rewrite(b"-MOVED 3999 10.9.9.9:7001\r\n", false, &map());
+        assert_eq!(moved.unknown, ["10.9.9.9:7001"]);
+        // A hostname endpoint the cluster does not know (`?`): the client cannot follow it
+        // through the proxies either.
+        assert_eq!(rewrite(b"-ASK 1 ?:7001\r\n", false, &map()).unknown, ["?:7001"]);
+        // A node announcing its proxy's port names a proxy: nothing to rewrite or report.
+        let announced = rewrite(b"-MOVED 3999 127.0.0.1:41001\r\n", false, &map());
+        assert_eq!(announced, Rewritten::default());
+        // Failed, address-less or handshaking nodes in CLUSTER NODES are not reported.
+        let text = "a1 10.0.0.5:7000@17000 myself,master - 0 0 1 connected 0-5460\n\
+                    d4 10.0.0.8:7003@17003 master,fail - 0 1 4 disconnected\n\
+                    e5 :0@0 master,noaddr - 0 1 5 disconnected\n\
+                    f6 10.0.0.9:7005@17005 slave a1 0 1 6 connected\n";
+        let nodes = rewrite(&Value::Bulk(text.as_bytes().to_vec()).to_bytes(), true, &map());
+        assert!(nodes.frame.is_some());
+        assert_eq!(nodes.unknown, ["10.0.0.9:7005"]);
+        // Each address is reported once in a run, whichever proxy meets it.
+        let shared = map();
+        let other = shared.clone().answered_by("10.0.0.6:7001");
+        assert!(shared.first_sighting("10.9.9.9:7001"));
+        assert!(!other.first_sighting("10.9.9.9:7001"));
+        assert!(other.first_sighting("?:7001"));
+    }
+
+    #[test]
+    fn a_cluster_naming_its_nodes_by_hostname_is_rewritten_by_hostname_too() {
+        let nodes = "a1 10.0.0.5:7000@17000,node-a myself,master - 0 0 1 connected 0-5460\n\
+                     b2 10.0.0.6:7001@17001,node-b,shard-id=x master - 0 1 2 connected 5461-10922\n\
+                     c3 10.0.0.6:7000@17002,,shard-id=y master - 0 1 3 connected 10923-16383\n";
+        let map = map().with_hostnames(nodes);
+        let moved = rewrite(b"-MOVED 3999 node-b:7001\r\n", false, &map);
+        assert_eq!(moved.frame.unwrap(), b"-MOVED 3999 127.0.0.1:41001\r\n");
+        assert!(moved.unknown.is_empty());
+        // CLUSTER SLOTS names each node by its hostname first.
+        let slots = Value::Array(vec![Value::Array(vec![
+            Value::Integer(0),
+            Value::Integer(5460),
+            Value::Array(vec![Value::Bulk(b"node-a".to_vec()), Value::Integer(7000)]),
+        ])]);
+        let out = rewrite(&slots.to_bytes(), true, &map).frame.unwrap();
+        let (value, _) = resp::parse(&out).unwrap().unwrap();
+        assert_eq!(
+            value,
+            Value::Array(vec![Value::Array(vec![
+                Value::Integer(0),
+                Value::Integer(5460),
+                Value::Array(vec![Value::Bulk(b"127.0.0.1".to_vec()), Value::Integer(41000)]),
+            ])])
+        );
+        // An aux field is not a hostname; a hostname on another port is another node.
+        assert_eq!(
+            rewrite(b"-MOVED 1 shard-id=y:7000\r\n", false, &map).unknown,
+            ["shard-id=y:7000"]
+        );
+        assert_eq!(
+            rewrite(b"-MOVED 1 node-b:7000\r\n", false, &map).unknown,
+            ["node-b:7000"]
+        );
+    }
+
+    #[test]
+    fn a_nil_endpoint_in_cluster_slots_is_the_answering_node_host() {
+        let slots = Value::Array(vec![Value::Array(vec![
+            Value::Integer(0),
+            Value::Integer(5460),
+            Value::Array(vec![Value::Null, Value::Integer(7001)]),
+        ])]);
+        let out = rewrite(&slots.to_bytes(), true, &map().answered_by("10.0.0.6:7000"))
+            .frame
+            .unwrap();
+        let (value, _) = resp::parse(&out).unwrap().unwrap();
+        let Value::Array(ranges) = value else { panic!() };
+        let Value::Array(range) = &ranges[0] else { panic!() };
+        assert_eq!(
+            range[2],
+            Value::Array(vec![Value::Bulk(b"127.0.0.1".to_vec()), Value::Integer(41001)])
+        );
     }
 
     #[test]
@@ -321,7 +525,7 @@ mod tests {
             ]),
             Value::Array(vec![Value::Bulk(b"10.0.0.9".to_vec()), Value::Integer(7005)]),
         ])]);
-        let out = rewrite(&reply.to_bytes(), true, &map()).unwrap();
+        let out = rewrite(&reply.to_bytes(), true, &map()).frame.unwrap();
         let (value, _) = resp::parse(&out).unwrap().unwrap();
         let Value::Array(ranges) = value else { panic!() };
         let Value::Array(range) = &ranges[0] else { panic!() };
@@ -347,7 +551,7 @@ mod tests {
                     b2 10.0.0.6:7001@17001,node-b master - 0 1 2 connected 5461-10922\n\
                     c3 10.0.0.7:7002@17002 master - 0 1 3 connected 10923-16383\n";
         let reply = Value::Bulk(text.as_bytes().to_vec()).to_bytes();
-        let out = rewrite(&reply, true, &map()).unwrap();
+        let out = rewrite(&reply, true, &map()).frame.unwrap();
         let (Value::Bulk(out), _) = resp::parse(&out).unwrap().unwrap() else {
             panic!()
         };
@@ -364,7 +568,7 @@ mod tests {
         let reply = Value::Array(vec![Value::Bulk(
             b"r1 10.0.0.6:7001@17001 slave a1 0 1 4 connected".to_vec(),
         )]);
-        let out = rewrite(&reply.to_bytes(), true, &map()).unwrap();
+        let out = rewrite(&reply.to_bytes(), true, &map()).frame.unwrap();
         let (value, _) = resp::parse(&out).unwrap().unwrap();
         assert_eq!(
             value,
@@ -402,7 +606,7 @@ mod tests {
             (Value::Bulk(b"nodes".to_vec()), Value::Array(vec![flat(fields)])),
         ])]);
         for reply in [resp3, resp2] {
-            let out = rewrite(&reply.to_bytes(), true, &map()).unwrap();
+            let out = rewrite(&reply.to_bytes(), true, &map()).frame.unwrap();
             let (mut value, _) = resp::parse(&out).unwrap().unwrap();
             let Value::Array(shards) = &mut value else { panic!() };
             let Some(Value::Array(nodes)) = field(&mut shards[0], "nodes") else {

@@ -422,7 +422,10 @@ async fn start_proxies(
         // the proxies, keep seeing the nodes themselves. With `announce` each node also
         // announces its proxy's port, so that its replicas sync through it (a replication
         // hold needs that; only on a cluster the harness started).
-        let addresses = crate::proxy::Addresses::new(proxies.iter().map(|p| (p.upstream(), p.addr())));
+        let mut addresses = crate::proxy::Addresses::new(proxies.iter().map(|p| (p.upstream(), p.addr())));
+        for node in cluster {
+            addresses = addresses.with_hostnames(&cluster_nodes(node).await?);
+        }
         for proxy in &proxies {
             proxy.name_proxies(addresses.clone());
         }
@@ -432,6 +435,19 @@ async fn start_proxies(
         }
     }
     Ok(proxies)
+}
+
+/// The `CLUSTER NODES` of the node at `url`: its view of the cluster, hostnames included.
+async fn cluster_nodes(url: &str) -> Result<String, SetupError> {
+    let mut conn = crate::backend::connect(url).await?;
+    redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| SetupError::Connect {
+            url: crate::backend::redacted(url),
+            reason: format!("CLUSTER NODES: {e}"),
+        })
 }
 
 /// The run's key layout, now that the limiter has said what it declares: the proxy
