@@ -46,7 +46,7 @@ matrix *flags: build
 test: test-deps
     python3 scripts/test-runner.py
 
-# Every test as `just test` runs them, in two lanes at once (the snapshots beside the rest): about 7.5 min instead of 13 on 2 cores, but the load can flip timing-sensitive cells there; for machines with cores to spare.
+# Every test as `just test` runs them, in two lanes at once (the snapshots beside the rest): about as long as the longer lane instead of both, but on 2 cores the load can flip timing-sensitive cells there; for machines with cores to spare.
 test-lanes: test-deps
     python3 scripts/test-runner.py --lanes 2
 

@@ -9,7 +9,7 @@ is left out.
 `--lanes 2` (`just test-lanes`) runs two lanes at the same time: the snapshots in one, the
 rest in the other. Most of the suite's time is spent waiting (windows closing, TTLs running
 out, servers starting), so two lanes take about as long as the longer one (7.5 min instead
-of 13 here) — but on a 2-core machine the load they make flips timing-sensitive cells
+of 13 when it was measured) — but on a 2-core machine the load they make flips timing-sensitive cells
 (a request straddling a restart, a starved client): the default is one lane, which CI runs.
 
 Output: one line per finished step with its time and result line; the whole output of a
