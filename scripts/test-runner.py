@@ -29,8 +29,9 @@ LOGS = os.path.join(ROOT, "target", "test-logs")
 
 # Test threads beyond libtest's default (one per core) where the tests mostly wait on
 # servers, windows and TTLs rather than use a core: the integration tests take 107 s at four
-# and 63 s at eight, 200 s at libtest's two (docs/performance.md).
-THREADS = {"integration": ["--test-threads", "8"]}
+# and 63 s at eight, 200 s at libtest's two; `binary` (the CLI run as a user would, most of
+# its time the team gate's `ci` runs) 188 s at two, 103 s at six (docs/performance.md).
+THREADS = {"integration": ["--test-threads", "8"], "binary": ["--test-threads", "6"]}
 
 
 def build():
