@@ -451,8 +451,8 @@ async fn reply<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let rewritten = match down.addresses.get() {
         Some(map) if topology::may_rewrite(&buf[..len], lists_nodes) => {
             let rewritten = topology::rewrite(&buf[..len], lists_nodes, map);
-            for address in rewritten.unknown.iter().filter(|a| map.first_sighting(a)) {
-                down.hook.unknown_node(down.conn, address);
+            for address in rewritten.unknown.iter().filter_map(|a| map.sighting(a)) {
+                down.hook.unknown_node(down.conn, &address);
             }
             rewritten.frame
         }

@@ -27,9 +27,12 @@ pub struct Addresses {
     /// The host of the node whose replies these are (see [`Addresses::answered_by`]).
     answering_host: String,
     /// Addresses not in the map that a reply named, shared by every proxy of the run (each
-    /// is reported once: [`Addresses::first_sighting`]).
+    /// is reported once: [`Addresses::sighting`]).
     sighted: Arc<Mutex<HashSet<String>>>,
 }
+
+/// How many unknown addresses a run reports one by one ([`Addresses::sighting`]).
+pub const SIGHTED_MAX: usize = 32;
 
 /// What the map says of a node address in a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,13 +96,22 @@ impl Addresses {
         self.proxies.is_empty()
     }
 
-    /// Whether `address` (one that [`rewrite`] found unknown) is named for the first time in
-    /// the run, by any of its proxies.
-    pub fn first_sighting(&self, address: &str) -> bool {
-        self.sighted
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(address.to_owned())
+    /// What to report of `address`, one that [`rewrite`] found unknown: `Some` the first time
+    /// any proxy of the run meets it, up to [`SIGHTED_MAX`] addresses; then one last `Some`
+    /// saying that no more are listed; else `None`. A cluster's replies cannot grow the set
+    /// (or the history) without bound.
+    pub fn sighting(&self, address: &str) -> Option<String> {
+        let mut sighted = self.sighted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if sighted.contains(address) || sighted.len() > SIGHTED_MAX {
+            return None;
+        }
+        let first_past_the_cap = sighted.len() == SIGHTED_MAX;
+        sighted.insert(address.to_owned());
+        Some(if first_past_the_cap {
+            format!("{address} (and more: past {SIGHTED_MAX} such addresses, no more are listed)")
+        } else {
+            address.to_owned()
+        })
     }
 
     /// The node at `host:port` (an empty host: the answering node's).
@@ -452,9 +464,17 @@ mod tests {
         // Each address is reported once in a run, whichever proxy meets it.
         let shared = map();
         let other = shared.clone().answered_by("10.0.0.6:7001");
-        assert!(shared.first_sighting("10.9.9.9:7001"));
-        assert!(!other.first_sighting("10.9.9.9:7001"));
-        assert!(other.first_sighting("?:7001"));
+        assert_eq!(shared.sighting("10.9.9.9:7001").as_deref(), Some("10.9.9.9:7001"));
+        assert_eq!(other.sighting("10.9.9.9:7001"), None);
+        assert_eq!(other.sighting("?:7001").as_deref(), Some("?:7001"));
+        // Up to a cap: then once more, saying so, and never again.
+        for i in 2..SIGHTED_MAX {
+            assert!(shared.sighting(&format!("10.1.0.{i}:7000")).is_some());
+        }
+        let last = shared.sighting("10.2.0.1:7000").unwrap();
+        assert!(last.starts_with("10.2.0.1:7000 (and more"), "{last}");
+        assert_eq!(shared.sighting("10.2.0.2:7000"), None);
+        assert_eq!(other.sighting("10.2.0.3:7000"), None);
     }
 
     #[test]
