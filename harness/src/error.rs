@@ -208,5 +208,29 @@ mod tests {
             assert!(!text.contains("s3cret") && !text.contains("team:"), "{text}");
             assert!(text.contains("redis://…@10.0.0.5:6379/2"), "{text}");
         }
+        let comma = SetupError::Connect {
+            url: "redis://a:pa,ss@10.0.0.5:7000".into(),
+            reason: "refused".into(),
+        };
+        assert!(comma.to_string().contains("to redis://…@10.0.0.5:7000:"), "{comma}");
+        // A malformed URL (no scheme), and a cluster's seeds joined by commas.
+        let bad = SetupError::AuditUrl {
+            url: "team:s3cret@10.0.0.5:6379".into(),
+            reason: "no scheme".into(),
+        };
+        assert!(
+            bad.to_string().contains("not a server address: …@10.0.0.5:6379:"),
+            "{bad}"
+        );
+        let seeds = SetupError::Connect {
+            url: "redis://a:s3cret@10.0.0.5:7000,redis://a:s3cret@10.0.0.6:7001".into(),
+            reason: "refused".into(),
+        };
+        assert!(
+            seeds
+                .to_string()
+                .contains("redis://…@10.0.0.5:7000,redis://…@10.0.0.6:7001"),
+            "{seeds}"
+        );
     }
 }

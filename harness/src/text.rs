@@ -11,12 +11,27 @@ pub(crate) fn joined<T: std::fmt::Display>(items: &[T], separator: &str) -> Stri
 }
 
 /// The URL without its user and password, for anything a person reads (errors, notes,
-/// reports): `redis://…@host:6379`.
+/// reports): `redis://…@host:6379`. Also without a scheme (`user:pass@host:6379`, a malformed
+/// URL an error shows), and each of several URLs joined by commas (a cluster's seeds).
 pub fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => format!("{}://…@{}", &url[..scheme], &url[at + 1..]),
-        _ => url.to_owned(),
-    }
+    // Split only a list of URLs: a password may hold a comma.
+    let urls: Vec<&str> = if url.matches("://").count() > 1 {
+        url.split(',').collect()
+    } else {
+        vec![url]
+    };
+    urls.into_iter()
+        .map(|one| {
+            let (scheme, rest) = one
+                .split_once("://")
+                .map_or((String::new(), one), |(s, r)| (format!("{s}://"), r));
+            match rest.rfind('@') {
+                Some(at) => format!("{scheme}…@{}", &rest[at + 1..]),
+                None => one.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The first line of `text`: a message's headline, for a line of progress, a table's cell or

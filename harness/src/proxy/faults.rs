@@ -216,12 +216,15 @@ impl ProxyHook for NemesisHook {
         let whose = self
             .node
             .map_or_else(String::new, |node| format!("node {node}'s proxy: "));
+        let what = if address.starts_with("?:") {
+            "a node the cluster would name by a hostname it does not have (`cluster-preferred-endpoint-type hostname`): a client cannot follow it, through the proxies or around them"
+        } else {
+            "an address no fault proxy of the run stands in front of (a node added after the run started, or one the cluster names by an endpoint the harness did not learn): a client that follows it leaves the proxies, and its commands there are neither faulted nor recorded"
+        };
         self.recorder.record(Event::Problem {
             t_us: self.clock.now_us(),
             source: ProblemSource::FaultProxy,
-            detail: format!(
-                "{whose}a reply on connection {conn} named {address}, an address no fault proxy of the run stands in front of (a node added after the run started, or one the cluster names by an endpoint the harness did not learn): a client that follows it leaves the proxies, and its commands there are neither faulted nor recorded"
-            ),
+            detail: format!("{whose}a reply on connection {conn} named {address}, {what}"),
             fatal: false,
             noted: true,
         });

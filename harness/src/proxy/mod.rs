@@ -66,7 +66,8 @@ pub trait ProxyHook: Send + Sync {
     fn connection_problem(&self, _conn: u64, _detail: String) {}
     /// A reply (a redirection, a topology listing) named `address`, a node no proxy of the
     /// run stands in front of: a client that follows it leaves the proxies. Called once per
-    /// address in a run, up to [`topology::SIGHTED_MAX`] addresses (the last one says so).
+    /// address in a run, for the first [`topology::SIGHTED_MAX`] addresses, then once more
+    /// saying that no more are listed.
     fn unknown_node(&self, _conn: u64, _address: &str) {}
 }
 

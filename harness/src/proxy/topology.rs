@@ -97,7 +97,7 @@ impl Addresses {
     }
 
     /// What to report of `address`, one that [`rewrite`] found unknown: `Some` the first time
-    /// any proxy of the run meets it, up to [`SIGHTED_MAX`] addresses; then one last `Some`
+    /// any proxy of the run meets it, for the first [`SIGHTED_MAX`] addresses; then once more,
     /// saying that no more are listed; else `None`. A cluster's replies cannot grow the set
     /// (or the history) without bound.
     pub fn sighting(&self, address: &str) -> Option<String> {
@@ -286,7 +286,10 @@ impl Walk<'_> {
             match proxy {
                 Some(proxy) => {
                     changed = true;
-                    out.push_str(&format!("{id} {proxy}{bus}"));
+                    out.push_str(&format!(
+                        "{id} {proxy}{}",
+                        hostname_replaced(bus, &proxy.ip().to_string())
+                    ));
                 }
                 None => out.push_str(&format!("{id} {address}")),
             }
@@ -301,9 +304,11 @@ impl Walk<'_> {
         changed
     }
 
-    /// `[start, end, [endpoint, port, id, …], …]` of `CLUSTER SLOTS`. A nil or empty
+    /// `[start, end, [endpoint, port, id, {metadata}], …]` of `CLUSTER SLOTS`. A nil or empty
     /// endpoint (`cluster-preferred-endpoint-type unknown-endpoint`) is the answering node's
-    /// host.
+    /// host; an endpoint the map does not know (`?`, a node without the hostname the cluster
+    /// prefers) is looked up by the `ip` of its metadata. The metadata's `ip` and `hostname`
+    /// name the proxy too.
     fn slot_range(&mut self, range: &mut Value) -> bool {
         let Value::Array(items) = range else { return false };
         if !matches!(items.first(), Some(Value::Integer(_))) {
@@ -314,17 +319,34 @@ impl Walk<'_> {
             let Value::Array(fields) = node else { continue };
             let host = match fields.first() {
                 Some(Value::Bulk(host)) => String::from_utf8_lossy(host).into_owned(),
-                Some(Value::Null) => String::new(),
+                Some(Value::Null | Value::NullBulk) => String::new(),
                 _ => continue,
             };
             let Some(Value::Integer(port)) = fields.get(1) else {
                 continue;
             };
-            if let Some(proxy) = self.proxy_of(&host, &port.to_string()) {
-                fields[0] = Value::Bulk(proxy.ip().to_string().into_bytes());
-                fields[1] = Value::Integer(i64::from(proxy.port()));
-                changed = true;
+            let port = port.to_string();
+            let by_ip = match fields.get_mut(3).and_then(|m| field(m, "ip")) {
+                Some(Value::Bulk(ip)) => self.map.proxy_of(&String::from_utf8_lossy(ip), &port, &mut Vec::new()),
+                _ => None,
+            };
+            let proxy = match self.map.proxy_of(&host, &port, &mut Vec::new()) {
+                Some(proxy) => Some(proxy),
+                None if by_ip.is_some() => by_ip,
+                None => self.proxy_of(&host, &port),
+            };
+            let Some(proxy) = proxy else { continue };
+            let ip = proxy.ip().to_string().into_bytes();
+            fields[0] = Value::Bulk(ip.clone());
+            fields[1] = Value::Integer(i64::from(proxy.port()));
+            if let Some(metadata) = fields.get_mut(3) {
+                for name in ["ip", "hostname"] {
+                    if let Some(Value::Bulk(text)) = field(metadata, name) {
+                        *text = ip.clone();
+                    }
+                }
             }
+            changed = true;
         }
         changed
     }
@@ -341,13 +363,23 @@ impl Walk<'_> {
                 Some(Value::Bulk(ip)) => String::from_utf8_lossy(ip).into_owned(),
                 _ => continue,
             };
+            // A failed node is listed, but a client does not go there: not reported.
+            let failed = matches!(field(node, "health"), Some(Value::Bulk(h)) if h == b"fail");
             let Some(Value::Integer(port)) = field(node, "port") else {
                 continue;
             };
-            let Some(proxy) = self.proxy_of(&ip, &port.to_string()) else {
+            let port = port.to_string();
+            let proxy = if failed {
+                self.map.proxy_of(&ip, &port, &mut Vec::new())
+            } else {
+                self.proxy_of(&ip, &port)
+            };
+            let Some(proxy) = proxy else {
                 continue;
             };
-            *port = i64::from(proxy.port());
+            if let Some(Value::Integer(port)) = field(node, "port") {
+                *port = i64::from(proxy.port());
+            }
             let host = proxy.ip().to_string().into_bytes();
             for name in ["ip", "endpoint", "hostname"] {
                 if let Some(Value::Bulk(text)) = field(node, name) {
@@ -357,6 +389,22 @@ impl Walk<'_> {
             changed = true;
         }
         changed
+    }
+}
+
+/// The `@cport[,hostname[,aux=value…]]` of a `CLUSTER NODES` address with its hostname, if it
+/// has one, replaced by `host`.
+fn hostname_replaced(bus: &str, host: &str) -> String {
+    let Some((cport, extra)) = bus.split_once(',') else {
+        return bus.to_owned();
+    };
+    let (hostname, aux) = extra.split_once(',').map_or((extra, None), |(h, a)| (h, Some(a)));
+    if hostname.is_empty() || hostname.contains('=') {
+        return bus.to_owned();
+    }
+    match aux {
+        Some(aux) => format!("{cport},{host},{aux}"),
+        None => format!("{cport},{host}"),
     }
 }
 
@@ -513,23 +561,89 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_nil_endpoint_in_cluster_slots_is_the_answering_node_host() {
-        let slots = Value::Array(vec![Value::Array(vec![
+    /// The first node of the first range of a rewritten `CLUSTER SLOTS` reply.
+    fn first_slot_node(reply: &Value, map: &Addresses) -> Value {
+        let out = rewrite(&reply.to_bytes(), true, map).frame.unwrap();
+        let (value, _) = resp::parse(&out).unwrap().unwrap();
+        let Value::Array(mut ranges) = value else { panic!() };
+        let Value::Array(mut range) = ranges.remove(0) else {
+            panic!()
+        };
+        range.remove(2)
+    }
+
+    fn slots_with(node: Vec<Value>) -> Value {
+        Value::Array(vec![Value::Array(vec![
             Value::Integer(0),
             Value::Integer(5460),
-            Value::Array(vec![Value::Null, Value::Integer(7001)]),
-        ])]);
-        let out = rewrite(&slots.to_bytes(), true, &map().answered_by("10.0.0.6:7000"))
-            .frame
-            .unwrap();
-        let (value, _) = resp::parse(&out).unwrap().unwrap();
-        let Value::Array(ranges) = value else { panic!() };
-        let Value::Array(range) = &ranges[0] else { panic!() };
-        assert_eq!(
-            range[2],
-            Value::Array(vec![Value::Bulk(b"127.0.0.1".to_vec()), Value::Integer(41001)])
+            Value::Array(node),
+        ])])
+    }
+
+    #[test]
+    fn a_nil_endpoint_in_cluster_slots_is_the_answering_node_host_in_resp2_and_resp3() {
+        for nil in [Value::Null, Value::NullBulk] {
+            let node = first_slot_node(
+                &slots_with(vec![nil, Value::Integer(7001)]),
+                &map().answered_by("10.0.0.6:7000"),
+            );
+            assert_eq!(
+                node,
+                Value::Array(vec![Value::Bulk(b"127.0.0.1".to_vec()), Value::Integer(41001)])
+            );
+        }
+    }
+
+    #[test]
+    fn a_slots_endpoint_the_map_does_not_know_is_found_by_its_metadata_ip() {
+        // `?`: the cluster prefers hostnames and this node has none; its metadata has its ip.
+        let metadata = |ip: &str| Value::Map(vec![(Value::Bulk(b"ip".to_vec()), Value::Bulk(ip.as_bytes().to_vec()))]);
+        let node = first_slot_node(
+            &slots_with(vec![
+                Value::Bulk(b"?".to_vec()),
+                Value::Integer(7001),
+                Value::Bulk(b"b2".to_vec()),
+                metadata("10.0.0.6"),
+            ]),
+            &map(),
         );
+        assert_eq!(
+            node,
+            Value::Array(vec![
+                Value::Bulk(b"127.0.0.1".to_vec()),
+                Value::Integer(41001),
+                Value::Bulk(b"b2".to_vec()),
+                metadata("127.0.0.1"),
+            ])
+        );
+        let unknown = slots_with(vec![
+            Value::Bulk(b"?".to_vec()),
+            Value::Integer(7001),
+            Value::Bulk(b"z9".to_vec()),
+            metadata("10.9.9.9"),
+        ]);
+        assert_eq!(rewrite(&unknown.to_bytes(), true, &map()).unknown, ["?:7001"]);
+    }
+
+    #[test]
+    fn a_failed_node_in_cluster_shards_is_not_reported() {
+        let node = |ip: &str, health: &str| {
+            Value::Map(vec![
+                (Value::Bulk(b"port".to_vec()), Value::Integer(7009)),
+                (Value::Bulk(b"ip".to_vec()), Value::Bulk(ip.as_bytes().to_vec())),
+                (Value::Bulk(b"health".to_vec()), Value::Bulk(health.as_bytes().to_vec())),
+            ])
+        };
+        let shards = |n: Value| {
+            Value::Array(vec![Value::Map(vec![(
+                Value::Bulk(b"nodes".to_vec()),
+                Value::Array(vec![n]),
+            )])])
+        };
+        let failed = shards(node("10.9.9.9", "fail"));
+        assert_eq!(rewrite(&failed.to_bytes(), true, &map()).unknown, Vec::<String>::new());
+        let online = shards(node("10.9.9.9", "online"));
+        assert_eq!(rewrite(&online.to_bytes(), true, &map()).unknown, ["10.9.9.9:7009"]);
     }
 
     #[test]
@@ -566,9 +680,9 @@ mod tests {
     }
 
     #[test]
-    fn cluster_nodes_keeps_each_bus_port_and_hostname() {
+    fn cluster_nodes_keeps_each_bus_port_and_names_the_proxy_for_a_hostname() {
         let text = "a1 10.0.0.5:7000@17000 myself,master - 0 0 1 connected 0-5460\n\
-                    b2 10.0.0.6:7001@17001,node-b master - 0 1 2 connected 5461-10922\n\
+                    b2 10.0.0.6:7001@17001,node-b,shard-id=x master - 0 1 2 connected 5461-10922\n\
                     c3 10.0.0.7:7002@17002 master - 0 1 3 connected 10923-16383\n";
         let reply = Value::Bulk(text.as_bytes().to_vec()).to_bytes();
         let out = rewrite(&reply, true, &map()).frame.unwrap();
@@ -578,7 +692,7 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "a1 127.0.0.1:41000@17000 myself,master - 0 0 1 connected 0-5460\n\
-             b2 127.0.0.1:41001@17001,node-b master - 0 1 2 connected 5461-10922\n\
+             b2 127.0.0.1:41001@17001,127.0.0.1,shard-id=x master - 0 1 2 connected 5461-10922\n\
              c3 10.0.0.7:7002@17002 master - 0 1 3 connected 10923-16383\n"
         );
     }
