@@ -483,16 +483,11 @@ async fn a_cluster_the_harness_did_not_start_is_tested_through_one_node_and_left
         .await
         .expect("the run starts");
     assert_eq!(report.verdict, Verdict::Valid, "{:#?}", report.invariants);
-    let mut through = std::collections::BTreeSet::new();
-    for event in &events {
-        if let Event::Wire {
-            node, request: Some(_), ..
-        } = event
-        {
-            through.insert(node.expect("on a cluster every wire line names its node"));
-        }
-    }
-    assert_eq!(through, (0..3).collect(), "requests crossed every primary's proxy");
+    assert_eq!(
+        proxies_crossed(&events),
+        (0..3).collect(),
+        "requests crossed every primary's proxy"
+    );
     let server = events.iter().find_map(|e| match e {
         Event::Server { at, .. } => Some(at.clone()),
         _ => None,
@@ -570,22 +565,31 @@ async fn a_cluster_naming_its_nodes_by_hostname_keeps_the_limiter_inside_the_pro
         .await
         .expect("the run starts");
     assert_eq!(report.verdict, Verdict::Valid, "{:#?}", report.invariants);
-    let mut through = std::collections::BTreeSet::new();
     for event in &events {
-        match event {
-            Event::Wire {
-                node, request: Some(_), ..
-            } => {
-                through.insert(node.expect("on a cluster every wire line names its node"));
-            }
-            Event::Problem { detail, .. } => {
-                assert!(!detail.contains("no fault proxy"), "{detail}");
-            }
-            _ => {}
+        if let Event::Problem { detail, .. } = event {
+            assert!(!detail.contains("no fault proxy"), "{detail}");
         }
     }
-    assert_eq!(through, (0..3).collect(), "requests crossed every primary's proxy");
+    assert_eq!(
+        proxies_crossed(&events),
+        (0..3).collect(),
+        "requests crossed every primary's proxy"
+    );
     cluster.stop().await.expect("stopped");
+}
+
+/// The nodes whose proxies the limiter's requests crossed, by the run's wire lines.
+fn proxies_crossed(events: &[limiter_harness::history::Event]) -> std::collections::BTreeSet<u32> {
+    let mut through = std::collections::BTreeSet::new();
+    for event in events {
+        if let limiter_harness::history::Event::Wire {
+            node, request: Some(_), ..
+        } = event
+        {
+            through.insert(node.expect("on a cluster every wire line names its node"));
+        }
+    }
+    through
 }
 
 /// `two-key-token-bucket-untagged` on the user's cluster of `seed`: every request meets
