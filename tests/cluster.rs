@@ -880,9 +880,9 @@ fn report_fault_time(events: &[limiter_harness::history::Event]) -> u64 {
 }
 
 /// An exec adapter on a cluster: given a seed node and `REDIS_CLUSTER=1`, redis-py's
-/// `RedisCluster` finds every node through its fault proxy (each node announces its proxy's
-/// port), follows the reshard's `ASK` and `MOVED` there, and every command it sends is in the
-/// wire log with the node it went to.
+/// `RedisCluster` finds every node through its fault proxy (the proxies rewrite the nodes'
+/// addresses in `CLUSTER SLOTS` and in redirections), follows the reshard's `ASK` and `MOVED`
+/// there, and every command it sends is in the wire log with the node it went to.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_exec_adapter_on_a_cluster_reaches_every_node_through_its_proxy() {
     use limiter_harness::history::Event;

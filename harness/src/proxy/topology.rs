@@ -3,10 +3,11 @@
 //! A client of a Redis Cluster learns the nodes from the cluster's own replies: `MOVED` and
 //! `ASK` errors, and the topology commands (`CLUSTER SLOTS`, `SHARDS`, `NODES`, `REPLICAS`).
 //! To keep a limiter inside the fault proxies it must find each node at its proxy's address.
-//! On a cluster the harness starts, each node announces its proxy's port
-//! (`cluster-announce-port`). On a cluster it did not start nothing may be reconfigured, so the
-//! proxies rewrite those replies instead: every node address they know ([`Addresses`]) becomes
-//! the address of the proxy in front of that node. A node is known by its `ip:port` and, when
+//! The proxies rewrite those replies, on a cluster the harness starts as on one it did not
+//! (where nothing may be reconfigured): every node address they know ([`Addresses`]) becomes
+//! the address of the proxy in front of that node. (A node announces its proxy's port itself,
+//! `cluster-announce-port`, only where replicas must sync through the proxies: a scenario
+//! that holds replication back.) A node is known by its `ip:port` and, when
 //! the cluster names its nodes by hostname (`cluster-preferred-endpoint-type hostname`), by
 //! its `hostname:port` too ([`Addresses::with_hostnames`]). An address the map does not know
 //! (a node added after the run started, an endpoint the cluster gives as `?`) is left as it

@@ -383,8 +383,9 @@ async fn start_limiter_client(
 }
 
 /// The fault proxy in front of the server; on a cluster one per node (primaries first), each
-/// node announcing its proxy's port. One wire log and one account of requests in flight for
-/// all of them.
+/// rewriting the nodes' addresses in the cluster's replies to the proxies' (with `announce`,
+/// each node also announces its proxy's port). One wire log and one account of requests in
+/// flight for all of them.
 async fn start_proxies(
     url: &str,
     cluster: Option<&[String]>,
