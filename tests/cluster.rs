@@ -439,6 +439,25 @@ async fn keys_on(cluster: &Cluster, pattern: &str) -> Vec<String> {
     all
 }
 
+/// Three primaries in processes, started by this test as a user's cluster would be: publishing
+/// the keyspace notifications the observer needs.
+async fn users_cluster(tag: &str) -> Cluster {
+    let processes = backend(Kind::Process).await.expect("a process backend");
+    let cluster = cluster_on(processes.as_ref(), tag, 3, 0)
+        .await
+        .expect("the user's cluster starts");
+    config_set_everywhere(&cluster, "notify-keyspace-events", "KA").await;
+    cluster
+}
+
+/// The team's limiter on a cluster: the Python exec adapter on redis-py's `RedisCluster`.
+fn python_cluster_adapter() -> String {
+    format!(
+        "exec:python3 {}",
+        limiter_harness_tests::example("python/fixed_window_cluster.py").display()
+    )
+}
+
 /// A Redis Cluster the harness did not start, reached through one node (`--backend url`):
 /// the harness finds the other nodes itself, and the team's own limiter — an exec adapter on
 /// redis-py's `RedisCluster`, behind a fault proxy per node — is judged as on a cluster the
@@ -451,12 +470,7 @@ async fn keys_on(cluster: &Cluster, pattern: &str) -> Vec<String> {
 async fn a_cluster_the_harness_did_not_start_is_tested_through_one_node_and_left_as_found() {
     use limiter_harness::checker::Verdict;
     use limiter_harness::history::Event;
-    let processes = backend(Kind::Process).await.expect("a process backend");
-    let cluster = cluster_on(processes.as_ref(), "users-cluster", 3, 0)
-        .await
-        .expect("the user's cluster starts");
-    // The user's cluster publishes the keyspace notifications the observer needs.
-    config_set_everywhere(&cluster, "notify-keyspace-events", "KA").await;
+    let cluster = users_cluster("users-cluster").await;
     let seed = cluster.urls()[1].to_owned();
     let mut users = connect_cluster(std::slice::from_ref(&seed))
         .await
@@ -475,10 +489,7 @@ async fn a_cluster_the_harness_did_not_start_is_tested_through_one_node_and_left
             .await;
     }
 
-    let adapter = format!(
-        "exec:python3 {}",
-        limiter_harness_tests::example("python/fixed_window_cluster.py").display()
-    );
+    let adapter = python_cluster_adapter();
     let (report, events) = run_on_url(cluster_steady_as_is(), &adapter, &seed, false)
         .await
         .expect("the run starts");
@@ -522,11 +533,7 @@ async fn a_cluster_the_harness_did_not_start_is_tested_through_one_node_and_left
 async fn a_cluster_naming_its_nodes_by_hostname_keeps_the_limiter_inside_the_proxies() {
     use limiter_harness::checker::Verdict;
     use limiter_harness::history::Event;
-    let processes = backend(Kind::Process).await.expect("a process backend");
-    let cluster = cluster_on(processes.as_ref(), "hostnames", 3, 0)
-        .await
-        .expect("the user's cluster starts");
-    config_set_everywhere(&cluster, "notify-keyspace-events", "KA").await;
+    let cluster = users_cluster("hostnames").await;
     config_set_everywhere(&cluster, "cluster-announce-hostname", "localhost").await;
     config_set_everywhere(&cluster, "cluster-preferred-endpoint-type", "hostname").await;
     // The hostnames travel by gossip: until every node names every node by one.
@@ -557,10 +564,7 @@ async fn a_cluster_naming_its_nodes_by_hostname_keeps_the_limiter_inside_the_pro
         "the cluster names its nodes by hostname: {slots:?}"
     );
 
-    let adapter = format!(
-        "exec:python3 {}",
-        limiter_harness_tests::example("python/fixed_window_cluster.py").display()
-    );
+    let adapter = python_cluster_adapter();
     let (report, events) = run_on_url(cluster_steady_as_is(), &adapter, &seed, false)
         .await
         .expect("the run starts");
@@ -886,10 +890,7 @@ fn report_fault_time(events: &[limiter_harness::history::Event]) -> u64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_exec_adapter_on_a_cluster_reaches_every_node_through_its_proxy() {
     use limiter_harness::history::Event;
-    let adapter = format!(
-        "exec:python3 {}",
-        limiter_harness_tests::example("python/fixed_window_cluster.py").display()
-    );
+    let adapter = python_cluster_adapter();
     let scenario = limiter_harness_tests::scenario("cluster-resharding");
     let (report, dir) = limiter_harness_tests::run_spec(scenario, &adapter, Kind::Process, false)
         .await
@@ -1116,10 +1117,7 @@ async fn a_node_failover_loses_the_held_writes_and_the_checkers_put_the_reset_on
     use limiter_harness::checker::Verdict;
     use limiter_harness::history::Event;
     use limiter_harness::scenario::Invariant;
-    let adapter = format!(
-        "exec:python3 {}",
-        limiter_harness_tests::example("python/fixed_window_cluster.py").display()
-    );
+    let adapter = python_cluster_adapter();
     let scenario = limiter_harness_tests::scenario("cluster-failover-lost-writes");
     let (report, dir) = limiter_harness_tests::run_spec(scenario, &adapter, Kind::Process, false)
         .await
