@@ -240,7 +240,16 @@ fn final_line(report: &CiReport) -> String {
     };
     let ran = report.cells.iter().filter(|c| c.standing != Standing::Skipped).count();
     if report.identical {
-        return format!("ci: {ran} cell(s), every one as in the baseline ({}/)", report.baseline);
+        let vary = names(Standing::KeysVary);
+        let vary = if vary.is_empty() {
+            String::new()
+        } else {
+            format!("; keys vary from run to run, verdicts as recorded: {}", vary.join(", "))
+        };
+        return format!(
+            "ci: {ran} cell(s), every one as in the baseline ({}/){vary}",
+            report.baseline
+        );
     }
     let mut parts = Vec::new();
     for (standing, what) in [

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::verdicts::{Change, FlakyRecord, changes, overall, tally, verdicts};
+use super::verdicts::{Change, FlakyRecord, changes, overall, same_but_keys, tally, verdicts};
 use super::{Label, SuiteError};
 
 /// The baseline file of a cell.
@@ -85,6 +85,10 @@ pub enum Standing {
     Changed,
     /// Its runs disagree, beyond what the baseline records.
     Flaky,
+    /// Its runs disagree only in which keys their anomalies name: each has the baseline's
+    /// verdicts, anomaly kinds and other lines. Which key a race or an eviction hits is
+    /// timing's, not the seed's: it passes, and the baseline stays.
+    KeysVary,
     /// It could not run.
     Error,
     /// The suite leaves it out (`[[skip]]`).
@@ -110,6 +114,7 @@ impl Standing {
             Self::Improvement => " ⚠ improved",
             Self::Changed => " ⚠ changed",
             Self::Flaky => " ⚠ flaky",
+            Self::KeysVary => " (keys vary)",
             Self::Error => " ⚠ could not run",
         }
     }
@@ -134,7 +139,9 @@ pub struct Judged {
 /// baseline, or within a flaky record, or else a change. Runs that disagree are flaky, unless
 /// a flaky record admits every one of them — or unless none of them is as recorded and they
 /// agree on every verdict (only which keys a race hit varies): that is a change, labelled,
-/// recorded as flaky.
+/// recorded as flaky. Runs against a stable baseline that disagree only in which keys their
+/// anomalies name, each with the baseline's verdicts, anomaly kinds and other lines, keep
+/// the baseline: their keys vary, nothing else does.
 pub fn judge(scenario: &str, limiter: &str, recorded: &Recorded, runs: &[String]) -> Judged {
     let first = runs.first().map(String::as_str).unwrap_or_default();
     let agree = runs.iter().all(|r| r == first);
@@ -162,6 +169,8 @@ pub fn judge(scenario: &str, limiter: &str, recorded: &Recorded, runs: &[String]
             if agree {
                 judged.standing = standing_of(overall(&judged.changes));
                 judged.record = Some(first.to_owned());
+            } else if runs.iter().all(|r| same_but_keys(old, r)) {
+                judged.standing = Standing::KeysVary;
             } else if none_as_recorded && same_verdicts {
                 judged.standing = standing_of(overall(&judged.changes));
                 judged.record = Some(flaky_record());
@@ -291,6 +300,42 @@ mod tests {
         // One run as recorded: flaky.
         assert_eq!(
             judge("s", "l", &stable, &[fail(), PASS.to_owned(), other_key]).standing,
+            Standing::Flaky
+        );
+    }
+
+    #[test]
+    fn runs_that_disagree_only_in_their_keys_keep_a_stable_baseline() {
+        let stable = Recorded::Stable(fail());
+        let more_keys = fail().replace("rl:0", "rl:0, rl:1");
+        let judged = judge("s", "l", &stable, &[more_keys.clone(), fail(), fail()]);
+        assert_eq!(judged.standing, Standing::KeysVary);
+        assert!(!judged.standing.differs());
+        assert_eq!(judged.record, None, "the baseline stays");
+        assert_eq!(judged.differing_run, Some(0));
+        // None as recorded, disagreeing on keys only: still the baseline's verdicts and kinds.
+        let other_key = fail().replace("rl:0", "rl:1");
+        assert_eq!(
+            judge("s", "l", &stable, &[more_keys.clone(), other_key]).standing,
+            Standing::KeysVary
+        );
+        // Every run on other keys: they moved for good, a change.
+        let moved = judge(
+            "s",
+            "l",
+            &stable,
+            &[more_keys.clone(), more_keys.clone(), more_keys.clone()],
+        );
+        assert_eq!(moved.standing, Standing::Changed);
+        // Another anomaly kind or another line among them: flaky, keys or not.
+        let other_kind = fail().replace("immortal-key", "ttl-too-long");
+        assert_eq!(
+            judge("s", "l", &stable, &[other_kind, fail(), fail()]).standing,
+            Standing::Flaky
+        );
+        let other_rule = more_keys.replace("- x", "- y");
+        assert_eq!(
+            judge("s", "l", &stable, &[other_rule, fail(), fail()]).standing,
             Standing::Flaky
         );
     }

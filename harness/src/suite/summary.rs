@@ -51,9 +51,10 @@ fn summary(report: &CiReport) -> String {
             None => format!("{}{}", cell.words, cell.standing.mark()),
         })
     });
-    let sections: [(Standing, &str); 7] = [
+    let sections: [(Standing, &str); 8] = [
         (Standing::Regression, "Regressions"),
         (Standing::Flaky, "Flaky"),
+        (Standing::KeysVary, "Keys vary from run to run, verdicts as recorded"),
         (Standing::Changed, "Other changes"),
         (Standing::New, "New cells (no baseline yet)"),
         (Standing::Improvement, "Improvements"),
@@ -114,7 +115,11 @@ fn headline(report: &CiReport) -> String {
     } else {
         format!("**{}**", counts.join(", "))
     };
-    format!("{ran} cell(s){of}{skipped}: {status}.")
+    let keys_vary = match report.standing(Standing::KeysVary).count() {
+        0 => String::new(),
+        n => format!(" In {n}, which keys the anomalies name varies from run to run (they pass)."),
+    };
+    format!("{ran} cell(s){of}{skipped}: {status}.{keys_vary}")
 }
 
 /// One cell's difference: what changed and which way, what to run next, the diff.
@@ -134,7 +139,7 @@ fn difference(out: &mut String, cell: &CellResult, flaky: FlakyPolicy) {
     for line in &cell.runs {
         let _ = writeln!(out, "- {line}");
     }
-    let which = if cell.standing == Standing::Flaky {
+    let which = if matches!(cell.standing, Standing::Flaky | Standing::KeysVary) {
         "the run that differed: "
     } else {
         ""
@@ -144,7 +149,7 @@ fn difference(out: &mut String, cell: &CellResult, flaky: FlakyPolicy) {
     }
     let _ = writeln!(out, "\n{}", next_step(cell, flaky));
     if let Some(reproduce) = &cell.reproduce {
-        let which = if cell.standing == Standing::Flaky {
+        let which = if matches!(cell.standing, Standing::Flaky | Standing::KeysVary) {
             " (the run that differed)"
         } else {
             ""
@@ -178,6 +183,10 @@ pub fn next_step(cell: &CellResult, flaky: FlakyPolicy) -> String {
                 cell.run_count
             )
         }
+        Standing::KeysVary => format!(
+            "Passes: each of its {} runs has the baseline's verdicts, anomaly kinds and other lines; only which keys the anomalies name varies (which key a race or an eviction hits is timing's, not the seed's). The baseline stays as it is.",
+            cell.run_count
+        ),
         _ => String::new(),
     }
 }

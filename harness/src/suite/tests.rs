@@ -35,6 +35,11 @@ invariants = ["ttl-present", "ttl-bounded"]
 
 /// A judged cell whose final audit found its key without a TTL (`immortal`), or with one.
 fn tiny_cell(immortal: bool) -> Cell {
+    tiny_cell_with(immortal, &[])
+}
+
+/// [`tiny_cell`], its final audit also finding `more` keys without a TTL.
+fn tiny_cell_with(immortal: bool, more: &[&str]) -> Cell {
     let header = Event::Run {
         scenario: "tiny".into(),
         limiter: "exec:python3 ratelimit.py".into(),
@@ -70,14 +75,23 @@ fn tiny_cell(immortal: bool) -> Cell {
         .sample(300, true, &[("rl:0", if immortal { -1 } else { 700 }, Some("2"))]);
     let mut events = vec![header, limiter];
     events.extend(body.events().iter().cloned());
-    let judged = judge_history(events).expect("a whole history");
+    let mut report = judge_history(events).expect("a whole history").report;
+    // The same anomaly on other keys too, as a race that hits another key would give.
+    if let Some(check) = report.invariants.iter_mut().find(|c| !c.anomalies.is_empty()) {
+        let first = check.anomalies[0].clone();
+        for key in more {
+            let mut other = first.clone();
+            other.key = (*key).into();
+            check.anomalies.push(other);
+        }
+    }
     Cell {
         scenario: "tiny".into(),
         limiter: "api".into(),
         server: None,
         expected: crate::matrix::Expectation::Unstated,
         note: None,
-        outcome: Ok(judged.report),
+        outcome: Ok(report),
         wall_ms: 1234,
     }
 }
@@ -85,8 +99,13 @@ fn tiny_cell(immortal: bool) -> Cell {
 /// The cells' `ci` report against a baseline holding `tiny--api.md` = the passing cell's
 /// snapshot; the baseline's place on this machine replaced by the one a team would see.
 fn report_against_passing_baseline(runs: &[&Cell], flaky: FlakyPolicy) -> CiReport {
+    report_against(&tiny_cell(false), runs, flaky)
+}
+
+/// The cells' `ci` report against a baseline holding `baseline`'s snapshot as `tiny--api.md`.
+fn report_against(baseline: &Cell, runs: &[&Cell], flaky: FlakyPolicy) -> CiReport {
     let dir = tempfile::tempdir().unwrap();
-    let snapshot = crate::report::render_snapshot(tiny_cell(false).outcome.as_ref().unwrap());
+    let snapshot = crate::report::render_snapshot(baseline.outcome.as_ref().unwrap());
     std::fs::write(dir.path().join("tiny--api.md"), snapshot).unwrap();
     let file = baseline::baseline_file(dir.path(), "tiny", "api");
     let numbered: Vec<(usize, &Cell)> = runs.iter().copied().enumerate().collect();
@@ -155,6 +174,32 @@ fn a_flaky_cell_says_what_each_run_gave_and_fails_as_the_suite_says() {
     let lenient = report_against_passing_baseline(&[&good, &bad, &good], FlakyPolicy::Pass);
     assert!(lenient.passed);
     assert!(render_summary(&lenient).contains("`flaky = \"pass\"` lets it pass"));
+}
+
+#[test]
+fn a_cell_whose_runs_name_other_keys_with_the_same_verdicts_passes_and_says_so() {
+    let (one, two) = (tiny_cell(true), tiny_cell_with(true, &["rl:1"]));
+    let snapshot = crate::report::render_snapshot(two.outcome.as_ref().unwrap());
+    assert!(snapshot.contains("immortal-key: rl:0, rl:1"), "{snapshot}");
+    let report = report_against(&one, &[&two, &one, &one], FlakyPolicy::Fail);
+    let result = &report.cells[0];
+    assert_eq!(result.standing, Standing::KeysVary);
+    assert_eq!(result.runs, vec!["ttl-present: other anomalies from run to run"]);
+    assert!(report.passed && report.identical);
+    let summary = render_summary(&report);
+    assert!(
+        summary.contains("In 1, which keys the anomalies name varies"),
+        "{summary}"
+    );
+    insta::assert_snapshot!("keys-vary-summary", summary);
+    assert!(!render_junit(&report).contains("<failure"));
+    // Every run on the other keys: the keys moved for good, a change that fails the gate.
+    let moved = report_against(&one, &[&two, &two, &two], FlakyPolicy::Fail);
+    assert_eq!(moved.cells[0].standing, Standing::Changed);
+    assert!(!moved.passed);
+    // Another verdict among the runs is flaky, keys or not.
+    let flaky = report_against(&one, &[&two, &tiny_cell(false), &one], FlakyPolicy::Fail);
+    assert_eq!(flaky.cells[0].standing, Standing::Flaky);
 }
 
 /// A cell of `tiny` with one `delay-reply` fault (`times` as given, `None`: every match)

@@ -71,6 +71,18 @@ pub fn other_lines(snapshot: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether `b` says what `a` says but for which keys its anomalies name: the same invariants,
+/// each with the same verdict and the same anomaly kinds, and the same other lines.
+pub fn same_but_keys(a: &str, b: &str) -> bool {
+    let (ra, rb) = (rows(a), rows(b));
+    ra.len() == rb.len()
+        && ra.iter().all(|(invariant, row)| {
+            rb.get(invariant)
+                .is_some_and(|other| other.verdict == row.verdict && other.kinds() == row.kinds())
+        })
+        && other_lines(a) == other_lines(b)
+}
+
 /// Which way a change goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
