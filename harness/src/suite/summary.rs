@@ -145,7 +145,11 @@ fn difference(out: &mut String, cell: &CellResult, flaky: FlakyPolicy) {
         ""
     };
     for change in &cell.changes {
-        let _ = writeln!(out, "- {which}{}: {}", change.label.word(), change.text);
+        // Keys that vary pass: no label that reads like a change to act on.
+        let _ = match cell.standing {
+            Standing::KeysVary => writeln!(out, "- {which}{}", change.text),
+            _ => writeln!(out, "- {which}{}: {}", change.label.word(), change.text),
+        };
     }
     let _ = writeln!(out, "\n{}", next_step(cell, flaky));
     if let Some(reproduce) = &cell.reproduce {

@@ -38,7 +38,7 @@ fn tiny_cell(immortal: bool) -> Cell {
     tiny_cell_with(immortal, &[])
 }
 
-/// [`tiny_cell`], its final audit also finding `more` keys without a TTL.
+/// [`tiny_cell`], its first anomaly found on `more` keys too.
 fn tiny_cell_with(immortal: bool, more: &[&str]) -> Cell {
     let header = Event::Run {
         scenario: "tiny".into(),
