@@ -80,22 +80,52 @@ async fn shared_cache_eviction(kind: Kind) {
     );
 }
 
+/// Every limiter passes the control. `get-then-incr` races its key's expiry between its two
+/// round trips; the hold keeps its requests from starting near a window's end, so it may
+/// lose the race only by a request stalled for longer than the hold (a loaded machine): then
+/// its key is immortal (and its identity locked out), and nothing else is wrong.
 async fn steady_control(kind: Kind) {
+    let margin_us = hold_us(&scenario("steady-control"));
     for limiter in [
         "get-then-incr",
         "incr-then-expire",
         "multi-incr-expire-nx",
         "lua-fixed-window",
     ] {
-        let Some((report, _dir)) = run(scenario("steady-control"), limiter, kind).await else {
+        let Some((report, dir)) = run(scenario("steady-control"), limiter, kind).await else {
             return;
         };
-        assert_eq!(report.verdict, Verdict::Valid, "{limiter}: {:#?}", report.invariants);
+        let ttl_present = result(&report, Invariant::TtlPresent);
+        if limiter == "get-then-incr" && ttl_present.verdict == Verdict::Invalid {
+            only_stalled_requests_raced(&dir, ttl_present, margin_us);
+            let others_valid = report
+                .invariants
+                .iter()
+                .filter(|c| !matches!(c.invariant, Invariant::TtlPresent | Invariant::NoLockout))
+                .all(|c| c.verdict == Verdict::Valid);
+            assert!(others_valid, "{limiter}: {:#?}", report.invariants);
+        } else {
+            assert_eq!(report.verdict, Verdict::Valid, "{limiter}: {:#?}", report.invariants);
+        }
         assert!(
             report.observed.counts.rejected > 0,
             "{limiter}: the traffic is above the limit"
         );
     }
+}
+
+/// The hold of a scenario's held steady phases (`clear_of_expiry_ms`), in µs.
+fn hold_us(scenario: &limiter_harness::scenario::Scenario) -> u64 {
+    scenario
+        .phases
+        .iter()
+        .filter_map(|p| match &p.kind {
+            limiter_harness::scenario::PhaseKind::Steady { clear_of_expiry_ms, .. } => Some(*clear_of_expiry_ms),
+            _ => None,
+        })
+        .max()
+        .expect("a held steady phase")
+        * 1000
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -222,8 +252,13 @@ invariants = ["ttl-present"]
     if ttl_present.verdict == Verdict::Valid {
         return;
     }
-    // Invalid: each request that recreated a key took longer than the margin (a stalled
-    // machine), never one the hold let start within the margin and that ran as scheduled.
+    only_stalled_requests_raced(&dir, ttl_present, margin_us);
+}
+
+/// Each request that recreated a key (`ttl_present`'s anomalies) took longer than
+/// `margin_us` from invoke to completion (a stalled machine), never one the hold let start
+/// within the margin and that ran as scheduled.
+fn only_stalled_requests_raced(dir: &tempfile::TempDir, ttl_present: &CheckResult, margin_us: u64) {
     let history = read_history(&dir.path().join("history.jsonl")).unwrap();
     let took_us = |id: u64| {
         let at = |complete: bool| {
