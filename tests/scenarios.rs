@@ -244,8 +244,9 @@ invariants = ["ttl-present"]
         "without the margin the delayed EXISTS races the expiry: {:?}",
         result(&racing, Invariant::TtlPresent)
     );
-    let margin_us = 250_000;
-    let (held, dir) = run(parse("clear_of_expiry_ms = 250"), "exists-then-incr", kind)
+    let held_scenario = parse("clear_of_expiry_ms = 250");
+    let margin_us = hold_us(&held_scenario);
+    let (held, dir) = run(held_scenario, "exists-then-incr", kind)
         .await
         .expect("the same backend");
     let ttl_present = result(&held, Invariant::TtlPresent);
@@ -261,14 +262,15 @@ invariants = ["ttl-present"]
 fn only_stalled_requests_raced(dir: &tempfile::TempDir, ttl_present: &CheckResult, margin_us: u64) {
     let history = read_history(&dir.path().join("history.jsonl")).unwrap();
     let took_us = |id: u64| {
-        let at = |complete: bool| {
-            history.iter().find_map(|e| match e {
-                Event::Invoke { id: i, t_us, .. } if *i == id && !complete => Some(*t_us),
-                Event::Complete { id: i, t_us, .. } if *i == id && complete => Some(*t_us),
-                _ => None,
-            })
-        };
-        at(true).zip(at(false)).map(|(end, start)| end.saturating_sub(start))
+        let invoked = history.iter().find_map(|e| match e {
+            Event::Invoke { id: i, t_us, .. } if *i == id => Some(*t_us),
+            _ => None,
+        });
+        let completed = history.iter().find_map(|e| match e {
+            Event::Complete { id: i, t_us, .. } if *i == id => Some(*t_us),
+            _ => None,
+        });
+        completed.zip(invoked).map(|(end, start)| end.saturating_sub(start))
     };
     for anomaly in &ttl_present.anomalies {
         assert!(
