@@ -42,13 +42,13 @@ servers:
 matrix *flags: build
     {{harness}} matrix {{flags}}
 
-# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed). Built once in the release profile (the dependencies `just build` compiled are reused; the tests drive real servers at tens of thousands of requests per second), then each test binary in turn (scripts/test-runner.py: a line per binary with its time, failures in full at the end).
+# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed). Built once in the release profile (the dependencies `just build` compiled are reused; the tests drive real servers at tens of thousands of requests per second), then each test binary in a process of its own, in two lanes paired by load (scripts/test-runner.py: a line per binary with its time, failures in full at the end).
 test: test-deps
     python3 scripts/test-runner.py
 
-# Every test as `just test` runs them, in two lanes at once (the snapshots beside the rest): about as long as the longer lane instead of both, but on 2 cores the load can flip timing-sensitive cells there; for machines with cores to spare.
-test-lanes: test-deps
-    python3 scripts/test-runner.py --lanes 2
+# Every test as `just test` runs them, one test binary after another: slower, for a machine busy with something else.
+test-serial: test-deps
+    python3 scripts/test-runner.py --lanes 1
 
 # What the tests need beyond Rust, pinned: the Python exec-adapter examples' libraries (redis-py, and `limits`, a real limiter library used unchanged), xmlschema and the JUnit schema (junit-10.xsd, from pytest's source distribution) that the JUnit output is validated against.
 test-deps:

@@ -2,15 +2,18 @@
 """`just test`: build every test once (the release profile, beside `just build`), then run
 the test binaries, each in a process of its own, as cargo would run them (the package's
 directory as the working directory): the unit tests, `harness/tests/main.rs`, the
-integration tests, then the reviewed snapshots, each of their tests alone in a process (each
+integration tests and the reviewed snapshots, each of their tests alone in a process (each
 moves the working directory to its suite's). A test binary no step names runs too: nothing
 is left out.
 
-`--lanes 2` (`just test-lanes`) runs two lanes at the same time: the snapshots in one, the
-rest in the other. Most of the suite's time is spent waiting (windows closing, TTLs running
-out, servers starting), so two lanes take about as long as the longer one (7.5 min instead
-of 13 when it was measured) — but on a 2-core machine the load they make flips timing-sensitive cells
-(a request straddling a restart, a starved client): the default is one lane, which CI runs.
+Two lanes run at the same time, paired by the load each step puts on the machine
+(docs/performance.md, "Two lanes paired by load"): the first runs the binary's tests (the
+CLI as a user runs it: its first minute keeps both cores busy) and then the main snapshot
+suite; the second runs the integration tests (waiting on windows and TTLs most of their
+time) beside the binary's tests, then the two small server-version suites (a quarter of a
+core) beside the binary's waiting tail. The main suite, the step most sensitive to a loaded
+machine, has the machine nearly to itself. `--lanes 1` (`just test-serial`) runs every step
+one after another, for a machine busy with something else.
 
 Output: one line per finished step with its time and result line; the whole output of a
 failed step at the end; the logs in target/test-logs/. Exit 1 if a step failed.
@@ -55,16 +58,29 @@ def listed(executable):
     return [l.rsplit(": ", 1)[0] for l in out.stdout.splitlines() if l.endswith(": test")]
 
 
+# Lane 1 runs these (in order), then the main snapshot suite; lane 2 the rest, the other
+# snapshot suites last.
+FIRST_LANE = ["resp", "limiter_harness", "binary"]
+MAIN_SNAPSHOTS = "the_harness_suite_"
+
+
 def lanes(found, count):
     """[[(label, argv, cwd)]]: the steps of each lane, in order."""
-    first = [name for name in ["resp", "limiter_harness", "binary", "integration"] if name in found]
-    first += sorted(n for n in found if n not in first and n != "snapshots")
-    rest = [(name, [found[name][0]] + THREADS.get(name, []), found[name][1]) for name in first]
-    snapshots = []
+    def step(name):
+        return (name, [found[name][0]] + THREADS.get(name, []), found[name][1])
+
+    first = [step(n) for n in FIRST_LANE if n in found]
+    second = [step(n) for n in ["integration"] if n in found]
+    second += [step(n) for n in sorted(found) if n not in FIRST_LANE + ["integration", "snapshots"]]
+    main, others = [], []
     if "snapshots" in found:
         exe, cwd = found["snapshots"]
-        snapshots = [("snapshots " + test, [exe, "--exact", test], cwd) for test in listed(exe)]
-    plan = [rest, snapshots] if count > 1 else [rest + snapshots]
+        for test in listed(exe):
+            (main if test.startswith(MAIN_SNAPSHOTS) else others).append(
+                ("snapshots " + test, [exe, "--exact", test], cwd))
+    plan = [first + main, second + others]
+    if count == 1:
+        plan = [first + second + main + others]
     return [lane for lane in plan if lane]
 
 
@@ -86,9 +102,11 @@ def run_lane(index, steps, failures, lock, started):
 
 
 def main():
-    count = 1
+    count = 2
     if sys.argv[1:2] == ["--lanes"] and len(sys.argv) > 2:
         count = int(sys.argv[2])
+        if count not in (1, 2):
+            sys.exit("--lanes 1 (one step after another) or 2 (the default)")
     found = build()
     os.makedirs(LOGS, exist_ok=True)
     plan = lanes(found, count)
