@@ -42,13 +42,13 @@ servers:
 matrix *flags: build
     {{harness}} matrix {{flags}}
 
-# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed). Built once in the release profile (the dependencies `just build` compiled are reused; the tests drive real servers at tens of thousands of requests per second), then each test binary in a process of its own, in two lanes paired by load (scripts/test-runner.py: a line per binary with its time, failures in full at the end).
+# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed). Built once in the release profile (the dependencies `just build` compiled are reused; the tests drive real servers at tens of thousands of requests per second), then each test binary in turn (scripts/test-runner.py: a line per binary with its time, failures in full at the end).
 test: test-deps
     python3 scripts/test-runner.py
 
-# Every test as `just test` runs them, one test binary after another: slower, for a machine busy with something else.
-test-serial: test-deps
-    python3 scripts/test-runner.py --lanes 1
+# Every test as `just test` runs them, in two lanes paired by load (the CLI tests then the main snapshot suite; the integration tests then the server-version suites): about 430 s instead of 495, but on 2 cores the integration tests beside the CLI tests' busy minute can fail; for machines with cores to spare.
+test-lanes: test-deps
+    python3 scripts/test-runner.py --lanes 2
 
 # What the tests need beyond Rust, pinned: the Python exec-adapter examples' libraries (redis-py, and `limits`, a real limiter library used unchanged), xmlschema and the JUnit schema (junit-10.xsd, from pytest's source distribution) that the JUnit output is validated against.
 test-deps:
