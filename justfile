@@ -46,7 +46,7 @@ matrix *flags: build
 test: test-deps
     python3 scripts/test-runner.py
 
-# Every test as `just test` runs them, in two lanes paired by load (the CLI tests then the main snapshot suite; the integration tests then the server-version suites): about 430 s instead of 495, but on 2 cores the integration tests beside the CLI tests' busy minute can fail; for machines with cores to spare.
+# Every test as `just test` runs them, in two lanes paired by load (the CLI tests then the main snapshot suite; the integration tests then the server-version suites): about 430 s instead of 495, but on 2 cores a load-sensitive test beside the CLI tests' busy minute can fail; for machines with cores to spare.
 test-lanes: test-deps
     python3 scripts/test-runner.py --lanes 2
 

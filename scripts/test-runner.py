@@ -11,9 +11,8 @@ at the same time, paired by the load each step puts on the machine: the first ru
 binary's tests (the CLI as a user runs it: its first minute keeps both cores busy), then the
 main snapshot suite; the second the integration tests beside the binary's tests, then the two
 small server-version suites (a quarter of a core) beside the binary's waiting tail. About 430 s
-instead of 495 on 2 cores — but there the integration tests beside the binary's busy minute
-failed in two runs of three, each time a different test (a GCRA gaining a request, a run
-unable to send enough requests to judge): for machines with cores to spare
+instead of 495 on 2 cores — but there each of three runs failed one load-sensitive test
+beside the binary's busy minute, a different one each time: for machines with cores to spare
 (docs/performance.md, "Two lanes paired by load").
 
 Output: one line per finished step with its time and result line; the whole output of a
