@@ -1,4 +1,4 @@
-//! Embeds the shipped scenario catalog (`../scenarios/*.toml`) in the binary, so an
+//! Embeds the shipped scenario catalog (the checkout's `scenarios/*.toml`) in the binary, so an
 //! installed `limiter-harness` runs `immortal-counter` from any directory, with or without
 //! the checkout it was built from.
 
@@ -7,7 +7,13 @@ use std::path::PathBuf;
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let dir = manifest.join("../scenarios");
+    // The checkout's `scenarios/`: beside harness/ (whose build this is), or two floors up
+    // from harness/unit/ (the library's unit tests, built from the same source).
+    let dir = manifest
+        .ancestors()
+        .map(|d| d.join("scenarios"))
+        .find(|d| d.is_dir())
+        .unwrap_or_else(|| manifest.join("../scenarios"));
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map(|entries| {

@@ -9,6 +9,12 @@
 //! [`proxy`] is the Redis-protocol fault proxy that applies the nemesis's rules to clients
 //! the harness does not control. [`backend`] decides where Redis runs, [`servers`] which server binary (and installs known versions); [`runner`] wires one run together; [`cli`] is the
 //! command line. [`audit`] is the read-only audit of a server in production (`limiter-harness audit`).
+//!
+//! The async functions other crates await (the tests, the binary's tests) return a boxed
+//! future (`runner::run`, `suite::run_ci`, `backend::select_backend`, …; the body is the
+//! private `…_unboxed`): an `async fn`'s body, and every body it awaits, is compiled in each
+//! crate that awaits it, and behind the box those crates call this one's compiled code
+//! (docs/architecture.md). The unit tests build from this source as `harness/unit/`.
 
 pub mod audit;
 pub mod backend;

@@ -439,3 +439,26 @@ fn nothing_built_is_committed() {
         .collect();
     assert!(built.is_empty(), "{built:?}");
 }
+
+#[test]
+fn the_unit_test_package_depends_on_what_the_library_does() {
+    // harness/unit/ compiles harness/src as the library's unit tests (at opt-level 0): with
+    // other dependencies it would not compile, with other features it would build a
+    // dependency a second time.
+    let manifest =
+        |path: &str| -> toml::Table { toml::from_str(&std::fs::read_to_string(root().join(path)).unwrap()).unwrap() };
+    let (library, unit) = (manifest("harness/Cargo.toml"), manifest("harness/unit/Cargo.toml"));
+    for section in ["dependencies", "dev-dependencies"] {
+        assert_eq!(
+            library[section], unit[section],
+            "[{section}] differs between harness/Cargo.toml and harness/unit/Cargo.toml"
+        );
+    }
+    assert_eq!(unit["lib"]["path"].as_str(), Some("../src/lib.rs"));
+    assert_eq!(unit["lib"]["name"], library["lib"]["name"]);
+    assert_eq!(
+        library["lib"]["test"].as_bool(),
+        Some(false),
+        "the library's unit tests build once, in harness/unit/"
+    );
+}

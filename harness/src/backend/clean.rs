@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use futures::future::BoxFuture;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use testcontainers::bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
@@ -34,7 +35,11 @@ pub struct CleanSummary {
 
 /// Remove leftover containers and processes of this harness; with `all`, also those of
 /// runs still in progress.
-pub async fn clean(all: bool) -> CleanSummary {
+pub fn clean(all: bool) -> BoxFuture<'static, CleanSummary> {
+    Box::pin(clean_unboxed(all))
+}
+
+async fn clean_unboxed(all: bool) -> CleanSummary {
     let mut summary = CleanSummary::default();
     clean_containers(all, &mut summary).await;
     clean_processes(all, &mut summary);

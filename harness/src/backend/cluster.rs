@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use redis::aio::MultiplexedConnection;
 
 use super::{Backend, BackendError, ServerHandle, StartOptions, connect, socket_addr};
@@ -59,7 +60,11 @@ impl Cluster {
     }
 
     /// Stop every node.
-    pub async fn stop(self) -> Result<(), BackendError> {
+    pub fn stop(self) -> BoxFuture<'static, Result<(), BackendError>> {
+        Box::pin(self.stop_unboxed())
+    }
+
+    async fn stop_unboxed(self) -> Result<(), BackendError> {
         let mut first_error = None;
         for node in self.nodes {
             if let Err(e) = node.stop().await {
@@ -146,7 +151,17 @@ pub fn primary_of_slot(slot: u16, primaries: usize) -> usize {
 
 /// Start a cluster of `primaries` primaries with `replicas` replicas each on `backend`, and
 /// wait until it is ready. On an error every node started so far is stopped.
-pub async fn start_cluster(
+pub fn start_cluster<'a>(
+    backend: &'a dyn Backend,
+    run_id: &'a str,
+    primaries: usize,
+    replicas: usize,
+    options: StartOptions,
+) -> BoxFuture<'a, Result<Cluster, SetupError>> {
+    Box::pin(start_cluster_unboxed(backend, run_id, primaries, replicas, options))
+}
+
+async fn start_cluster_unboxed(
     backend: &dyn Backend,
     run_id: &str,
     primaries: usize,

@@ -3,6 +3,7 @@
 //! and `ASK` as a team's cluster client would. The limiter API ([`crate::limiter::Wire`],
 //! `prepare`, `plant`) takes this type, so the same limiter code runs on either.
 
+use futures::future::BoxFuture;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
@@ -78,7 +79,11 @@ impl std::fmt::Debug for Conn {
 
 /// A cluster connection with the harness's timeouts, found through `seeds` (any of the
 /// cluster's nodes: the client learns the rest from `CLUSTER SLOTS`).
-pub async fn connect_cluster(seeds: &[String]) -> Result<ClusterConnection, SetupError> {
+pub fn connect_cluster(seeds: &[String]) -> BoxFuture<'_, Result<ClusterConnection, SetupError>> {
+    Box::pin(connect_cluster_unboxed(seeds))
+}
+
+async fn connect_cluster_unboxed(seeds: &[String]) -> Result<ClusterConnection, SetupError> {
     let failed = |reason: String| SetupError::Connect {
         url: seeds.join(","),
         reason,

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use testcontainers::core::WaitFor;
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
@@ -40,7 +41,11 @@ pub struct ContainerBackend {
 impl ContainerBackend {
     /// Check that the Docker engine answers and that the image exists (building it from the
     /// server `--server` names if needed).
-    pub async fn connect(opts: &BackendOptions) -> Result<Self, SetupError> {
+    pub fn connect(opts: &BackendOptions) -> BoxFuture<'_, Result<Self, SetupError>> {
+        Box::pin(Self::connect_unboxed(opts))
+    }
+
+    async fn connect_unboxed(opts: &BackendOptions) -> Result<Self, SetupError> {
         let server = match &opts.image {
             Some(_) => None,
             None => Some(server_for(opts)?),

@@ -12,6 +12,7 @@
 use std::io;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use redis::{Cmd, ConnectionInfo, ErrorKind, IntoConnectionInfo, Pipeline, RedisError, RedisResult, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -40,7 +41,11 @@ struct Socket {
 impl Direct {
     /// Connect to `url` (`redis://[user:password@]host:port[/db]`), authenticating and
     /// selecting its database as the `redis` crate's clients do.
-    pub async fn connect(url: &str) -> Result<Self, SetupError> {
+    pub fn connect(url: &str) -> BoxFuture<'_, Result<Self, SetupError>> {
+        Box::pin(Self::connect_unboxed(url))
+    }
+
+    async fn connect_unboxed(url: &str) -> Result<Self, SetupError> {
         let failed = |reason: String| SetupError::Connect {
             url: url.to_owned(),
             reason,

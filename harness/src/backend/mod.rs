@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 
 pub use clean::{CleanSummary, RUN_ENV, clean, forget_settings, kill_run_processes, save_settings, settings_key};
 pub use cluster::{Cluster, SLOTS, announce_ports, key_slot, primary_of_slot, slot_range, start_cluster};
@@ -185,7 +186,11 @@ impl BackendOptions {
 }
 
 /// Pick the backend the options ask for, checking its prerequisites.
-pub async fn select_backend(opts: &BackendOptions) -> Result<Arc<dyn Backend>, SetupError> {
+pub fn select_backend(opts: &BackendOptions) -> BoxFuture<'_, Result<Arc<dyn Backend>, SetupError>> {
+    Box::pin(select_backend_unboxed(opts))
+}
+
+async fn select_backend_unboxed(opts: &BackendOptions) -> Result<Arc<dyn Backend>, SetupError> {
     if opts.image.is_some() && opts.server.is_some() {
         return Err(SetupError::Usage(
             "--image and --server both say which server runs: pass one (--server builds the harness's image from that binary)".into(),

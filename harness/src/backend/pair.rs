@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 
 use super::relay::{Relay, socket_addr};
 use super::{BackendError, ServerHandle};
@@ -25,7 +26,14 @@ pub struct FailoverPair {
 
 impl FailoverPair {
     /// Make `replica` replicate `primary` (through the relay) and wait until its link is up.
-    pub async fn new(primary: Box<dyn ServerHandle>, replica: Box<dyn ServerHandle>) -> Result<Self, BackendError> {
+    pub fn new(
+        primary: Box<dyn ServerHandle>,
+        replica: Box<dyn ServerHandle>,
+    ) -> BoxFuture<'static, Result<Self, BackendError>> {
+        Box::pin(Self::new_unboxed(primary, replica))
+    }
+
+    async fn new_unboxed(primary: Box<dyn ServerHandle>, replica: Box<dyn ServerHandle>) -> Result<Self, BackendError> {
         let primary_addr = socket_addr(primary.url())?;
         // A fresh replica's full sync starts at once, not after the default wait for more.
         let () = redis::cmd("CONFIG")

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -30,7 +31,11 @@ pub struct Relay {
 
 impl Relay {
     /// Listen on a free loopback port, relaying each connection to `upstream`.
-    pub async fn start(upstream: SocketAddr) -> Result<Self, BackendError> {
+    pub fn start(upstream: SocketAddr) -> BoxFuture<'static, Result<Self, BackendError>> {
+        Box::pin(Self::start_unboxed(upstream))
+    }
+
+    async fn start_unboxed(upstream: SocketAddr) -> Result<Self, BackendError> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(BackendError::RelayBind)?;

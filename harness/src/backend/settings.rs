@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
@@ -28,7 +29,11 @@ pub const HARNESS_CLIENT_NAME: &str = "lh-harness";
 
 /// A new multiplexed connection of the harness's own, with its timeouts, named
 /// [`HARNESS_CLIENT_NAME`].
-pub async fn connect(url: &str) -> Result<MultiplexedConnection, SetupError> {
+pub fn connect(url: &str) -> BoxFuture<'_, Result<MultiplexedConnection, SetupError>> {
+    Box::pin(connect_unboxed(url))
+}
+
+async fn connect_unboxed(url: &str) -> Result<MultiplexedConnection, SetupError> {
     let mut conn = connect_client(url).await?;
     let named: redis::RedisResult<()> = redis::cmd("CLIENT")
         .arg("SETNAME")

@@ -1,5 +1,6 @@
 //! `INFO` counters and the server's identity.
 
+use futures::future::BoxFuture;
 use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 
@@ -7,7 +8,15 @@ use crate::history::{Event, ServerRole};
 
 /// Read `evicted_keys`, `expired_keys` and `used_memory` as a history event: of one server,
 /// or summed over `nodes` (a cluster's primaries).
-pub async fn read_stats(nodes: &mut [MultiplexedConnection], role: ServerRole, t_us: u64) -> RedisResult<Event> {
+pub fn read_stats(
+    nodes: &mut [MultiplexedConnection],
+    role: ServerRole,
+    t_us: u64,
+) -> BoxFuture<'_, RedisResult<Event>> {
+    Box::pin(read_stats_unboxed(nodes, role, t_us))
+}
+
+async fn read_stats_unboxed(nodes: &mut [MultiplexedConnection], role: ServerRole, t_us: u64) -> RedisResult<Event> {
     let (mut evicted_keys, mut expired_keys, mut used_memory_bytes) = (0, 0, 0);
     for conn in nodes.iter_mut() {
         let (stats, memory): (String, String) = redis::pipe()

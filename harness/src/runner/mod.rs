@@ -17,6 +17,8 @@ mod setup;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use futures::future::LocalBoxFuture;
+
 pub use crate::backend::{
     HARNESS_CLIENT_NAME, RESPONSE_TIMEOUT, configure_after_restart, connect, restore as restore_settings,
 };
@@ -119,7 +121,11 @@ pub async fn run_on_own_thread(config: RunConfig) -> Result<RunOutcome, SetupErr
 
 /// Run the scenario. Setup problems are errors; everything the limiter does, good or bad,
 /// is in the returned report — judged from the run's history alone ([`judge_history`]).
-pub async fn run(config: RunConfig) -> Result<RunOutcome, SetupError> {
+pub fn run(config: RunConfig) -> LocalBoxFuture<'static, Result<RunOutcome, SetupError>> {
+    Box::pin(run_unboxed(config))
+}
+
+async fn run_unboxed(config: RunConfig) -> Result<RunOutcome, SetupError> {
     // Long: every way out (done, error, signal, deadline) goes through one clean-up, kept in one place.
     refuse_disruption(&config)?;
     refuse_on_cluster(&config)?;

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use futures::future::LocalBoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::SuiteError;
@@ -125,7 +126,15 @@ pub struct CiRun {
 /// in the suite are taken relative to the current directory (`ci` runs in the suite's
 /// directory). The stages: choose the cells, run them, run again those that differ, judge
 /// each against its file, then record (`--accept`) and report.
-pub async fn run_ci(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOptions) -> Result<CiRun, SetupError> {
+pub fn run_ci<'a>(
+    suite: &'a Suite,
+    backend: Arc<dyn Backend>,
+    options: &'a CiOptions,
+) -> LocalBoxFuture<'a, Result<CiRun, SetupError>> {
+    Box::pin(run_ci_unboxed(suite, backend, options))
+}
+
+async fn run_ci_unboxed(suite: &Suite, backend: Arc<dyn Backend>, options: &CiOptions) -> Result<CiRun, SetupError> {
     let scenarios = suite.load_scenarios()?;
     let limiters = suite
         .limiters

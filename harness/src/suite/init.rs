@@ -106,7 +106,7 @@ pub enum AdapterLanguage {
 
 /// The Python helper: the exec protocol's plumbing (hello, one JSON line per request, errors
 /// mapped), the same file the harness's own examples import.
-const PYTHON_HELPER: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/python/adapter.py"));
+const PYTHON_HELPER: &str = include_str!("../../../examples/python/adapter.py");
 
 /// Write the helper for `language` into `dir`.
 pub fn write_adapter_helper(dir: &Path, language: AdapterLanguage, force: bool) -> Result<PathBuf, SetupError> {
@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn the_workflow_docs_show_is_the_one_init_writes() {
-        let docs = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/ci.md"));
+        let docs = include_str!("../../../docs/ci.md");
         let body = GITHUB_WORKFLOW
             .split_once("name: limiter-harness")
             .map(|(_, rest)| rest)
