@@ -42,7 +42,7 @@ servers:
 matrix *flags: build
     {{harness}} matrix {{flags}}
 
-# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed). Built once in the release profile (the dependencies `just build` compiled are reused; the tests drive real servers at tens of thousands of requests per second), then each test binary in turn (scripts/test-runner.py: a line per binary with its time, failures in full at the end).
+# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed). Built once in the release profile (the dependencies `just build` compiled are reused; the tests drive real servers at tens of thousands of requests per second), then each test binary in turn, the two server-version suites last and side by side (scripts/test-runner.py: a line per binary with its time, failures in full at the end).
 test: test-deps
     python3 scripts/test-runner.py
 
