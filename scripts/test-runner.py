@@ -60,8 +60,8 @@ def listed(executable):
     return [l.rsplit(": ", 1)[0] for l in out.stdout.splitlines() if l.endswith(": test")]
 
 
-# Lane 1 runs these (in order), then the main snapshot suite; lane 2 the rest, the other
-# snapshot suites last.
+# The order of the steps. With `--lanes 2`, lane 1 runs these, then the main snapshot suite;
+# lane 2 the integration tests and the rest, the other snapshot suites last.
 FIRST_LANE = ["resp", "limiter_harness", "binary"]
 MAIN_SNAPSHOTS = "the_harness_suite_"
 

@@ -461,4 +461,12 @@ fn the_unit_test_package_depends_on_what_the_library_does() {
         Some(false),
         "the library's unit tests build once, in harness/unit/"
     );
+    // Out of the workspace, `cargo test --workspace` (and `just test`) would run none of them.
+    let members = manifest("Cargo.toml")["workspace"]["members"].clone();
+    assert!(
+        members
+            .as_array()
+            .is_some_and(|m| m.iter().any(|p| p.as_str() == Some("harness/unit"))),
+        "harness/unit is a workspace member: {members}"
+    );
 }
