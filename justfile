@@ -42,7 +42,7 @@ servers:
 matrix *flags: build
     {{harness}} matrix {{flags}}
 
-# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed). Built once in the release profile (the dependencies `just build` compiled are reused; the tests drive real servers at tens of thousands of requests per second), then each test binary in turn, the two server-version suites last and side by side (scripts/test-runner.py: a line per binary with its time, failures in full at the end).
+# Every test: unit tests, the integration tests against real Redis and the reviewed snapshots (Docker and redis-server needed). Built once in the release profile (the dependencies `just build` compiled are reused; the tests drive real servers at tens of thousands of requests per second), then each test binary in turn (the team gate's long test beside the other CLI tests from the start), the two server-version suites last and side by side (scripts/test-runner.py: a line per binary with its time, failures in full at the end).
 test: test-deps
     python3 scripts/test-runner.py
 
@@ -90,7 +90,7 @@ determinism n="2":
     echo "$passed/{{n}} runs identical"
     [ "$passed" = "{{n}}" ]
 
-# Every cell of the harness's own suite on both backends, against the reviewed snapshots and the table (`just test` runs each cell once: half in processes, half in containers).
+# Every cell of the harness's own suite on both backends, against the reviewed snapshots and the table (`just test` runs each cell once: a quarter in containers, the rest in processes).
 snapshots-both: build
     {{harness}} ci --no-progress --backend process
     {{harness}} ci --no-progress --backend container

@@ -1,16 +1,15 @@
 //! The reviewed snapshots: the harness's own suite (`limiter-harness.toml` at the top of the
 //! repository: the shipped catalog × every built-in limiter, a fresh server per cell) run by
 //! the same `ci` mechanism a team runs on its own limiters, against the baseline in
-//! `reports/snapshots/` and the table `reports/MATRIX.md` — half its cells on local
-//! `redis-server` processes and half in containers, a checkerboard that runs every scenario and
-//! every built-in on both, which must give the same verdicts — and the other server versions'
-//! suites (`reports/servers/NAME/`). A changed verdict, anomaly kind, rule or fault
-//! outcome fails here until the change is accepted (`just snapshots`, i.e. `limiter-harness
-//! ci --accept`) and its diff reviewed. Nothing is written.
+//! `reports/snapshots/` and the table `reports/MATRIX.md` — a quarter of its cells in
+//! containers and the rest on local `redis-server` processes, the quarter chosen so that every
+//! scenario and every built-in runs on both, which must give the same verdicts — and the other
+//! server versions' suites (`reports/servers/NAME/`). A changed verdict, anomaly kind, rule or
+//! fault outcome fails here until the change is accepted (`just snapshots`, i.e.
+//! `limiter-harness ci --accept`) and its diff reviewed. Nothing is written.
 //!
 //! `ci` runs in the suite's directory, the process's working directory: the tests of this
-//! binary take turns within one process (`just test` runs each in a process of its own, one
-//! after the other).
+//! binary take turns within one process (`just test` runs each in a process of its own).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,8 +20,8 @@ use std::collections::BTreeSet;
 
 use limiter_harness::matrix::Cell;
 use limiter_harness::suite::{
-    CiOptions, CiRun, Selection, Shard, Standing, Suite, load_suite, render_summary, run_ci, stale_baseline_files,
-    suite_table,
+    CiOptions, CiRun, Selection, Shard, Standing, Suite, cell_name, load_suite, render_summary, run_ci,
+    stale_baseline_files, suite_table,
 };
 use limiter_harness_tests::{Kind, backend};
 
@@ -40,14 +39,15 @@ fn suite_at(path: &Path) -> Suite {
     load_suite(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The harness's own suite (`limiter-harness.toml` at the top), half its cells in local
-/// `redis-server` processes and half in containers: `ci --shard 1/2` and `--shard 2/2`, whose
-/// cells make a checkerboard — every scenario and every limiter runs on both backends, every
-/// cell on one. Each half must match the reviewed baseline, the two together the table, and
-/// no baseline file may be left without its cell. (`just snapshots-both` runs every cell on
-/// both backends.)
+/// The harness's own suite (`limiter-harness.toml` at the top), a quarter of its cells in
+/// containers and the rest in local `redis-server` processes: `ci --shard 1/4`, whose cells
+/// include every scenario and every limiter, then the other cells. Each part must match the
+/// reviewed baseline, the two together the table, and no baseline file may be left without
+/// its cell. (`just snapshots-both` runs every cell on both backends.) A quarter, not a half:
+/// a container's start and removal cost the Docker engine about a second of CPU, a third of
+/// the machine's work in a container cell (docs/performance.md).
 #[tokio::test(flavor = "multi_thread")]
-async fn the_harness_suite_matches_its_reviewed_baseline_and_table_half_in_processes_half_in_containers() {
+async fn the_harness_suite_matches_its_reviewed_baseline_and_table_a_quarter_in_containers_the_rest_in_processes() {
     let _turn = TURN.lock().await;
     let suite = suite_at(&root().join("limiter-harness.toml"));
     assert_eq!(
@@ -60,53 +60,69 @@ async fn the_harness_suite_matches_its_reviewed_baseline_and_table_half_in_proce
     let containers = match backend(Kind::Container).await {
         Some(b) => b,
         None => {
-            eprintln!("no Docker (LIMITER_HARNESS_NO_DOCKER=1): the containers' half runs in processes too");
+            eprintln!("no Docker (LIMITER_HARNESS_NO_DOCKER=1): the containers' quarter runs in processes too");
             processes.clone()
         }
     };
     std::env::set_current_dir(&suite.dir).unwrap();
-    let mut runs = Vec::new();
-    // The suite's `jobs` (12) in processes; 8 in containers, whose starts and removals load
-    // the machine more (docs/performance.md, "The snapshot suites at twelve cells at once").
-    for (index, backend, jobs) in [(1, processes, None), (2, containers, Some(8))] {
-        runs.push(check_half(&suite, index, backend, jobs).await);
-    }
-    check_table_of_halves(&suite, runs);
+    // 8 cells at once in containers, whose starts and removals load the machine more; the
+    // suite's `jobs` (12) in processes (docs/performance.md, "The snapshot suites at twelve
+    // cells at once").
+    let quarter = Selection {
+        shard: Some(Shard { index: 1, count: 4 }),
+        ..Selection::default()
+    };
+    let in_containers = check_part(&suite, quarter, containers, Some(8)).await;
+    let taken: BTreeSet<String> = in_containers
+        .cells
+        .iter()
+        .map(|c| cell_name(&c.scenario, &c.limiter))
+        .collect();
+    let rest = Selection {
+        cells: suite
+            .scenarios
+            .iter()
+            .flat_map(|s| suite.limiters.iter().map(move |l| cell_name(&s.name(), &l.name)))
+            .filter(|name| !taken.contains(name))
+            .collect(),
+        ..Selection::default()
+    };
+    let in_processes = check_part(&suite, rest, processes, None).await;
+    check_table_of_parts(&suite, vec![in_processes, in_containers]);
 }
 
-/// Shard `index` of 2 on `backend`, `jobs` cells at once (`None`: the suite's): every
-/// limiter in it, every cell as in the baseline.
-async fn check_half(suite: &Suite, index: u32, backend: Arc<dyn Backend>, jobs: Option<usize>) -> CiRun {
+/// The cells `selection` takes, on `backend`, `jobs` at once (`None`: the suite's): every
+/// scenario and every limiter among them, every cell as in the baseline.
+async fn check_part(suite: &Suite, selection: Selection, backend: Arc<dyn Backend>, jobs: Option<usize>) -> CiRun {
+    let kind = backend.name().to_owned();
     let options = CiOptions {
-        selection: Selection {
-            shard: Some(Shard { index, count: 2 }),
-            ..Selection::default()
-        },
+        selection,
         jobs,
         ..CiOptions::default()
     };
-    let kind = backend.name().to_owned();
     let run = run_ci(suite, backend, &options).await.expect("the suite runs");
     let limiters: BTreeSet<&str> = run.cells.iter().map(|c| c.limiter.as_str()).collect();
+    let scenarios: BTreeSet<&str> = run.cells.iter().map(|c| c.scenario.as_str()).collect();
     assert_eq!(
-        limiters.len(),
-        suite.limiters.len(),
-        "shard {index}/2 ({kind}) runs every limiter"
+        (limiters.len(), scenarios.len()),
+        (suite.limiters.len(), suite.scenarios.len()),
+        "the cells in {kind} take every limiter and every scenario"
     );
     if !run.report.identical {
         let kept = keep_reports(suite, &kind);
         panic!(
-            "{kind}: suite `{}` shard {index}/2 differs from its reviewed baseline; if intended, run `just snapshots` and review `git diff reports/`{kept}\n{}",
+            "{kind}: suite `{}` ({} cells) differs from its reviewed baseline; if intended, run `just snapshots` and review `git diff reports/`{kept}\n{}",
             suite.name,
+            run.cells.len(),
             render_summary(&run.report)
         );
     }
     run
 }
 
-/// The halves together: every cell of the suite, no baseline file without its cell, and the
+/// The parts together: every cell of the suite, no baseline file without its cell, and the
 /// suite's table as they give it.
-fn check_table_of_halves(suite: &Suite, runs: Vec<CiRun>) {
+fn check_table_of_parts(suite: &Suite, runs: Vec<CiRun>) {
     let (scenarios, names) = (runs[0].scenarios.clone(), runs[0].report.limiters.clone());
     // As `ci` does on a whole run: a cell recorded flaky says `flaky` in the table.
     let flaky: Vec<(String, String)> = runs
@@ -126,7 +142,7 @@ fn check_table_of_halves(suite: &Suite, runs: Vec<CiRun>) {
     assert_eq!(
         cells.len(),
         suite.scenarios.len() * suite.limiters.len(),
-        "the halves cover the suite"
+        "the parts cover the suite"
     );
     let all: Vec<(String, String)> = cells.iter().map(|c| (c.scenario.clone(), c.limiter.clone())).collect();
     let stale = stale_baseline_files(&suite.baseline, &all);
