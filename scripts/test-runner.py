@@ -10,11 +10,13 @@ The steps run one after another (CI's way), but for two: the team gate's test st
 once beside the binary's other tests (it is two thirds of their time, and would otherwise
 start late and end alone), and the last two, the redis-6.2 and valkey-9.1 snapshot suites,
 run side by side (each leaves 70-80 % of two cores idle alone). The tests run with the
-interpreter running this script first in PATH (not a version manager's shim). `--lanes 2` (`just test-lanes`) runs two lanes
-at the same time, paired by the load each step puts on the machine: the first runs the
-binary's tests (the CLI as a user runs it: its first minute keeps both cores busy), then the
-main snapshot suite; the second the integration tests beside the binary's tests, then the two
-small server-version suites (a quarter of a core) beside the binary's waiting tail. About 430 s
+interpreter running this script first in PATH (not a version manager's shim).
+
+`--lanes 2` (`just test-lanes`) runs two lanes at the same time, paired by the load each
+step puts on the machine: the first runs the binary's tests (the CLI as a user runs it: its
+first minute keeps both cores busy), then the main snapshot suite; the second the
+integration tests beside the binary's tests, then the two small server-version suites (a
+quarter of a core) beside the binary's waiting tail. About 430 s
 instead of 495 on 2 cores — but there each of three runs failed one load-sensitive test
 beside the binary's busy minute, a different one each time: for machines with cores to spare
 (docs/performance.md, "Two lanes paired by load").
@@ -118,12 +120,13 @@ def stages(found, count):
 
 
 def test_env():
-    """The environment of the steps: the interpreter that runs this script first in PATH.
-    Where `python3` is a version manager's wrapper (pyenv's shims are a bash script that
-    looks the version up at every start: ~100 ms of CPU and 250 ms before Python runs), the
-    tests' exec adapters, started a few hundred times, then start Python itself."""
+    """The environment of the steps: the directory of the interpreter running this script
+    first in PATH. Where `python3` is a version manager's wrapper (pyenv's shims are a bash
+    script that looks the version up at every start: ~100 ms of CPU and 250 ms before Python
+    runs), the tests' exec adapters, started a few hundred times, then start Python at once."""
     env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    if sys.executable:
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     return env
 
 
