@@ -88,10 +88,11 @@ def stages(found, count):
         if not first or count == 2:
             return [step(name)], []
         exe, cwd = found[name]
-        missing = [test for test in first if test not in listed(exe)]
+        have = set(listed(exe))
+        missing = [test for test in first if test not in have]
         if missing:
             sys.exit(f"test-runner.py: STARTED_FIRST names tests {name} does not have: {missing}")
-        threads = int(THREADS[name][1]) - len(first)
+        threads = max(1, int(THREADS.get(name, ["", os.cpu_count() or 1])[1]) - len(first))
         rest = [exe, "--test-threads", str(threads)] + [a for test in first for a in ("--skip", test)]
         return [(name, rest, cwd)], [[(f"{name} {test}", [exe, "--exact", test], cwd)] for test in first]
 
