@@ -436,6 +436,30 @@ fn no_counter_reset_a_drop_with_a_del_is_a_reset_by_del() {
     assert_eq!(anomaly.seen, vec!["count 3 (request #3) -> 1 (request #4)".to_owned()]);
 }
 
+/// The nemesis's `PEXPIRE key 1` is executed as a DEL (notified `del`) when the server finds
+/// the millisecond already past (Redis before 7.2, on a loaded machine): the expiry the
+/// fault meant, not a reset. A `del` outside the struck request, or with no strike, stays one.
+#[test]
+fn no_counter_reset_a_del_caused_by_the_expire_fault_is_its_expiry() {
+    let struck = |del_ms: u64| {
+        three_requests()
+            .keyspace(del_ms, "rl:0", "del")
+            .fault(36, FaultKind::ExpireBetweenRoundTrips, Some(4), Some("rl:0"))
+            .allowed(4, 0, 30, 40, 1)
+            .check_one(NoCounterReset)
+    };
+    let expired = struck(35);
+    assert_verdict(&expired, Verdict::Valid);
+    assert_note_has(&expired, "1 window(s) ended by expiry");
+    // Before the struck request began: a deletion the fault did not make.
+    assert_eq!(sole_anomaly(&struck(25)).kind, "reset-by-del");
+    let unstruck = three_requests()
+        .keyspace(35, "rl:0", "del")
+        .allowed(4, 0, 30, 40, 1)
+        .check_one(NoCounterReset);
+    assert_eq!(sole_anomaly(&unstruck).kind, "reset-by-del");
+}
+
 /// A key `MIGRATE`d between a cluster's nodes is notified `restore` (where it arrives) and `del`
 /// (where it left): a move, not an end. A count that goes on after it is no reset; one that
 /// drops after it is a reset the `del` does not explain.

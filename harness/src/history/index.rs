@@ -10,6 +10,9 @@ use crate::keys::{KeyLayout, Sighting};
 /// How close a `del` and a `restore` of one key are to be one migration (the two nodes notify
 /// within a millisecond of each other on loopback; a loaded machine may deliver them later).
 pub const MIGRATION_PAIR_US: u64 = 50_000;
+/// How late after the nemesis recorded an `expire-between-round-trips` strike the `del` its
+/// `PEXPIRE key 1` may have caused can be seen (notifications come on their own connection).
+const FAULT_DEL_LATE_US: u64 = 250_000;
 
 /// How many keys outside the layout the index keeps, to name them in hints.
 const FOREIGN_KEYS_MAX: usize = 256;
@@ -288,6 +291,7 @@ impl HistoryIndex {
         }
         index.add_unanswered(layout);
         index.pair_migrations();
+        index.pair_fault_expiries();
         index.samples.sort_by_key(|s| s.t_start_us);
         if !foreign.is_empty() {
             index.forget_keys(&foreign);
@@ -699,6 +703,45 @@ impl HistoryIndex {
             for (t_us, event) in events.iter_mut().filter(|(t, e)| e == "del" && *t >= resharded_us) {
                 if restores.iter().any(|r| r.abs_diff(*t_us) <= MIGRATION_PAIR_US) {
                     *event = "migrated".into();
+                }
+            }
+        }
+    }
+
+    /// The nemesis makes a key expire with `PEXPIRE key 1` (`expire-between-round-trips`). A
+    /// server that finds that millisecond already past when it checks — Redis before 7.2 reads
+    /// its clock twice in the command, and a loaded machine can tick in between — deletes the
+    /// key at once and notifies `del`, not `expired`: the expiry the fault meant all the same,
+    /// not a deletion by the limiter. For each such strike, the first `del` of each key the
+    /// struck request named, from the request's start to the strike's record (plus how late a
+    /// notification may come), becomes `expired` when no `expired` of that key is there.
+    fn pair_fault_expiries(&mut self) {
+        for fault in self
+            .faults
+            .iter()
+            .filter(|f| f.kind == FaultKind::ExpireBetweenRoundTrips)
+        {
+            let request = fault
+                .request
+                .and_then(|id| self.by_id.get(&id))
+                .map(|&p| &self.requests[p]);
+            let from_us = request.map_or(fault.t_us, |r| r.invoke_us);
+            let to_us = fault.t_us.saturating_add(FAULT_DEL_LATE_US);
+            let keys = request.into_iter().flat_map(|r| r.keys.iter()).chain(fault.key.iter());
+            for key in keys {
+                let Some(events) = self.keyspace.get_mut(key) else {
+                    continue;
+                };
+                let within = |t: u64| t >= from_us && t <= to_us;
+                if events.iter().any(|(t, e)| within(*t) && e == "expired") {
+                    continue;
+                }
+                if let Some((_, event)) = events
+                    .iter_mut()
+                    .filter(|(t, e)| within(*t) && e == "del")
+                    .min_by_key(|(t, _)| *t)
+                {
+                    *event = "expired".into();
                 }
             }
         }
