@@ -297,6 +297,97 @@ async fn clear_of_expiry_keeps_requests_out_of_a_window_end_in_a_container() {
     clear_of_expiry(Kind::Container).await;
 }
 
+/// `clear_of_expiry_ms` holds only a limiter with a gap between round trips. A GCRA's key
+/// expires when it may admit again: held until then, an identity sending 2.5 times its rate
+/// was sent at the limiter's own pace, every request admitted, the run 2.6 times as long
+/// (the hold shaped the traffic the scenario asked for). A GCRA in one round trip, built-in
+/// or an exec adapter's (its round trips learned from its requests), sends as scheduled and
+/// is refused more than a third of the time.
+async fn one_round_trip_is_not_held(spec: &str) {
+    let scenario = limiter_harness::scenario::parse_scenario(
+        std::path::Path::new("one-trip-held.toml"),
+        r#"
+name = "one-trip-held"
+seed = 3
+[limit]
+requests_max = 10
+window_ms = 510
+identities = 1
+[[phase]]
+name = "traffic"
+kind = "steady"
+rate_per_s = 50
+duration_ms = 3000
+pick = "round-robin"
+spacing = "even"
+clear_of_expiry_ms = 250
+[check]
+invariants = ["admits-up-to-limit", "admitted-within-limit"]
+"#,
+    )
+    .unwrap();
+    let (report, _dir) = limiter_harness_tests::run_spec(scenario, spec, Kind::Process, false)
+        .await
+        .expect("a local redis-server");
+    let counts = &report.observed.counts;
+    assert_eq!(counts.requests, 150, "{counts:?}");
+    assert!(
+        counts.rejected > 50,
+        "{spec}: sent as scheduled, refused above its rate: {counts:?}"
+    );
+    assert_eq!(
+        result(&report, Invariant::AdmitsUpToLimit).verdict,
+        Verdict::Valid,
+        "{report:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clear_of_expiry_does_not_hold_a_builtin_of_one_round_trip() {
+    one_round_trip_is_not_held("gcra-lua").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clear_of_expiry_does_not_hold_an_adapter_whose_requests_take_one_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gcra.py");
+    let examples = limiter_harness_tests::example("python");
+    std::fs::write(
+        &path,
+        format!(
+            r#"import sys
+sys.path.insert(0, {examples:?})
+from adapter import serve
+
+GCRA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local window = tonumber(ARGV[1])
+local interval = window / tonumber(ARGV[2])
+local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now)
+if tat + interval - now > window then
+  return {{0, tonumber(ARGV[2])}}
+end
+redis.call('SET', KEYS[1], string.format('%.3f', tat + interval), 'PX', math.max(1, math.ceil(tat + interval - now)))
+return {{1, math.ceil((tat + interval - now) / interval)}}
+"""
+
+
+def decide(r, request, limit, window_ms):
+    allowed, count = r.eval(GCRA, 1, request.key, window_ms, limit)
+    return allowed == 1, count
+
+
+if __name__ == "__main__":
+    serve(decide, "gcra in one EVAL", algorithm="gcra")
+"#,
+            examples = examples.display().to_string()
+        ),
+    )
+    .unwrap();
+    one_round_trip_is_not_held(&format!("exec:python3 {}", path.display())).await;
+}
+
 /// `--window-ms` moves a server fault with the windows: `restart-without-persistence` (a
 /// 2010 ms window, the restart 3000 ms into a 6000 ms phase) at a 1000 ms window restarts
 /// the server 1493 ms into its 2985 ms phase, and the restart still resets the counters.

@@ -16,7 +16,8 @@
 //! for TTLs that are not one window (a token bucket's two, a daily cap's 26 h). When the
 //! server cannot answer within the margin (paused, restarting) the estimate decides: a
 //! notification reaches the harness after the server set the TTL, so the estimated due time
-//! is never earlier than the real one.
+//! is never earlier than the real one. The driver holds only limiters with a gap between
+//! round trips (`Driver::held_clear_of_expiry`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

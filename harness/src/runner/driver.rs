@@ -59,6 +59,8 @@ pub struct Driver {
     pub sample_now: SampleNow,
     /// When the identities' keys are due to expire (steady phases' `clear_of_expiry_ms`).
     pub expiry: Arc<ExpiryWatch>,
+    /// The most round trips a completed request of the run took so far (0: none completed).
+    pub trips_seen_max: AtomicUsize,
 }
 
 impl Driver {
@@ -121,7 +123,7 @@ impl Driver {
         pace(requests, duration_us, move |req| {
             let (driver, flood) = (Arc::clone(&driver), flood.clone());
             async move {
-                if clear_of_expiry_us > 0 {
+                if clear_of_expiry_us > 0 && driver.held_clear_of_expiry(req.instance) {
                     driver.expiry.clear(req.identity, clear_of_expiry_us).await;
                 }
                 let slot = req.id as usize % driver.conns[0].len();
@@ -199,6 +201,21 @@ impl Driver {
         wall_ms.saturating_add_signed(off_ms)
     }
 
+    /// Whether a steady phase's `clear_of_expiry_ms` holds the requests of instance
+    /// `instance`. The hold keeps a window from ending between a request's round trips by
+    /// chance; a limiter that decides in one round trip has no such gap, so it is not held —
+    /// holding it would only shape its traffic (a GCRA's key expires when it may admit again:
+    /// held until then, an identity sends at the limiter's pace, never above it, and
+    /// `admits-up-to-limit` has nothing to judge). One round trip as the limiter declares it,
+    /// or, for an exec adapter that does not, as every request of the run so far took.
+    fn held_clear_of_expiry(&self, instance: u32) -> bool {
+        match self.instances[instance as usize].round_trips_max() {
+            0 | 1 => false,
+            u32::MAX => self.trips_seen_max.load(Ordering::Relaxed) != 1,
+            _ => true,
+        }
+    }
+
     /// One request: invoke, decide through the limiter, complete; then the phase's cache writes.
     async fn one(&self, conn: &mut Conn, slot: usize, req: PlannedRequest, phase: usize, flood: Option<&CacheFlood>) {
         let key = self.limit.key(req.identity);
@@ -226,6 +243,7 @@ impl Driver {
             trips = ended.trips;
         }
         remember_keys(&mut keys, ended.keys);
+        self.trips_seen_max.fetch_max(trips.len(), Ordering::Relaxed);
         let lost = matches!(&decided, Err(e) if e.is_connection_dropped() || e.is_unrecoverable_error());
         let (outcome, count, error) = match decided {
             Ok(d) => (Outcome::of(d.allowed), d.count, None),

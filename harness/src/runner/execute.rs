@@ -881,6 +881,7 @@ async fn drive(
         progress: progress.clone(),
         sample_now,
         expiry,
+        trips_seen_max: Default::default(),
     });
     for (index, (phase, plan)) in scenario.phases.iter().zip(&schedule.phases).enumerate() {
         let ended = CancellationToken::new();
