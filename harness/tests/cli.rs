@@ -800,7 +800,12 @@ fn adapter_processes_are_stopped_even_outside_their_process_group() {
     sigkill(child);
     assert!(!adapter_processes_of(pid).is_empty(), "SIGKILL leaves them");
     let cleaned = run(&["clean"]);
-    std::thread::sleep(Duration::from_millis(200));
+    // A process sent SIGKILL dies when it next runs: on a loaded machine (the gate test's CPU
+    // hogs beside this one) that can take longer than a moment. `sleep 300` never ends alone.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !adapter_processes_of(pid).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(adapter_processes_of(pid), Vec::<String>::new(), "{}", text_of(&cleaned));
 }
 
