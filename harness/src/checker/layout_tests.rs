@@ -155,6 +155,28 @@ fn an_unknown_layout_ends_with_a_hint_naming_the_keys_touched_and_a_layout_for_t
     }
 }
 
+/// A key first seen while two identities' requests were in flight tells no identity; a later
+/// sighting, with one identity in flight, does (a loaded machine overlaps the requests).
+#[test]
+fn a_key_first_seen_with_several_identities_in_flight_is_named_by_a_later_sighting() {
+    let history = HistoryBuilder::new()
+        .request_on(1, 0, (us(0), us(10)), Outcome::Allowed, None, &[], &[])
+        .request_on(2, 1, (us(1), us(11)), Outcome::Allowed, None, &[], &[])
+        .unattributed(5, &["app:0:w", "app:1:w"])
+        .request_on(3, 0, (us(20), us(30)), Outcome::Allowed, None, &[], &[])
+        .unattributed(25, &["app:0:w"])
+        .request_on(4, 1, (us(40), us(50)), Outcome::Allowed, None, &[], &[])
+        .unattributed(45, &["app:1:w"])
+        .empty_final_audit(3000);
+    let result = history.check_one(TtlPresent);
+    assert_unknown_saying(&result, "keys the limiter touched: `app:0:w`, `app:1:w`");
+    assert!(
+        result.summary.contains("--keys 'app:{identity}:w'"),
+        "{}",
+        result.summary
+    );
+}
+
 #[test]
 fn keys_the_proxy_could_not_attribute_are_named_with_the_identity_in_flight() {
     // An exec adapter's commands did not match the layout: the proxy gave them to no request,

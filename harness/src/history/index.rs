@@ -16,6 +16,9 @@ const FAULT_DEL_LATE_US: u64 = 250_000;
 
 /// How many keys outside the layout the index keeps, to name them in hints.
 const FOREIGN_KEYS_MAX: usize = 256;
+/// How many times the index keeps one key outside the layout that the proxy gave to no
+/// request: enough for one to come while a single identity's requests were in flight.
+const SIGHTINGS_PER_KEY_MAX: usize = 8;
 
 /// One request: its invocation merged with its completion (absent if the run was cut short).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -157,7 +160,8 @@ pub struct HistoryIndex {
     /// What the fault proxy saw clients send, in order (empty when no proxy ran).
     pub wire: Vec<WireRecord>,
     /// Keys named on the wire by no request the proxy could tell (outside the layout), with
-    /// when: (t_us, key), the first [`FOREIGN_KEYS_MAX`] distinct keys.
+    /// when: (t_us, key), up to [`SIGHTINGS_PER_KEY_MAX`] times per key and
+    /// [`FOREIGN_KEYS_MAX`] in all.
     pub unattributed: Vec<(u64, String)>,
     /// Cache entries the memory-pressure faults wrote: (ok, failed).
     pub cache_writes: (u64, u64),
@@ -493,10 +497,12 @@ impl HistoryIndex {
     /// Keys outside the layout that the proxy could give to no request. (Keys of the layout
     /// it could not attribute — a plant, a reply after the harness gave up — are the
     /// limiter's: not foreign.)
+    /// Each key is kept a few times: a sighting while requests of several identities were in
+    /// flight tells no identity, a later one may (a loaded machine overlaps the requests).
     fn add_unattributed(&mut self, t_us: u64, keys: Vec<String>, layout: &KeyLayout) {
         for key in keys.into_iter().filter(|k| layout.identity_of(k.as_bytes()).is_none()) {
-            let known = self.unattributed.iter().any(|(_, k)| *k == key);
-            if !known && self.unattributed.len() < FOREIGN_KEYS_MAX {
+            let times = self.unattributed.iter().filter(|(_, k)| *k == key).count();
+            if times < SIGHTINGS_PER_KEY_MAX && self.unattributed.len() < FOREIGN_KEYS_MAX {
                 self.unattributed.push((t_us, key));
             }
         }
@@ -537,11 +543,32 @@ impl HistoryIndex {
                 }
             }
         }
-        for (t_us, key) in &self.unattributed {
-            seen.push(Sighting {
-                key: key.clone(),
-                identity: self.sole_identity_in_flight(*t_us),
-            });
+        // Each key with every identity its sightings tell, or once with none when none does.
+        let mut keys: Vec<&str> = Vec::new();
+        for (_, key) in &self.unattributed {
+            if !keys.contains(&key.as_str()) {
+                keys.push(key);
+            }
+        }
+        for key in keys {
+            let mut told: Vec<u32> = Vec::new();
+            for (t_us, _) in self.unattributed.iter().filter(|(_, k)| k == key) {
+                if let Some(identity) = self.sole_identity_in_flight(*t_us)
+                    && !told.contains(&identity)
+                {
+                    told.push(identity);
+                }
+            }
+            if told.is_empty() {
+                seen.push(Sighting {
+                    key: key.to_owned(),
+                    identity: None,
+                });
+            }
+            seen.extend(told.into_iter().map(|identity| Sighting {
+                key: key.to_owned(),
+                identity: Some(identity),
+            }));
         }
         seen
     }
