@@ -140,6 +140,19 @@ impl ExpiryWatch {
         }
     }
 
+    /// A key a request of `identity` named: due a window later while its TTL is not known
+    /// (its `expire` notification may have been lost, as when the notification connection
+    /// closes with a server restart); the PTTL asked before the identity's next held request
+    /// corrects that, or forgets the key.
+    pub fn named(&self, identity: u32, key: &str) {
+        let now_us = self.clock.now_us();
+        let mut due = self.due.lock().expect("expiry watch lock");
+        due.entry(identity)
+            .or_default()
+            .entry(key.to_owned())
+            .or_insert(now_us + self.window_us);
+    }
+
     /// A keyspace notification `event` for `key` of `identity`, seen now.
     pub fn seen(&self, identity: u32, key: &str, event: &str) {
         self.seen_at(identity, key, event, self.clock.now_us());
@@ -295,6 +308,24 @@ mod tests {
         assert_eq!(w.hold_until(0, 470_000, 40_000), None, "earlier than the margin: goes");
         assert_eq!(w.hold_until(0, 514_000, 40_000), None, "after the settle time: goes");
         assert_eq!(w.hold_until(1, 480_000, 40_000), None, "another identity is not held");
+    }
+
+    /// A key a request named, with no `expire` seen (lost in a gap of the notification
+    /// connection), is held for as if its TTL were set then; a later name moves nothing.
+    #[test]
+    fn a_key_a_request_named_is_held_for_without_its_notification() {
+        let w = watch();
+        assert_eq!(w.hold_until(0, 480_000, 40_000), None, "nothing known");
+        w.named(0, "rl:0");
+        let held = w.hold_until(0, 480_000, 40_000).expect("due about 510 ms from now");
+        assert!((512_000..600_000).contains(&held), "{held}");
+        w.seen_at(0, "rl:0", "expire", 200_000);
+        w.named(0, "rl:0");
+        assert_eq!(
+            w.hold_until(0, 680_000, 40_000),
+            Some(712_000),
+            "the notification decides"
+        );
     }
 
     #[test]

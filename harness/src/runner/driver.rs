@@ -244,6 +244,11 @@ impl Driver {
         }
         remember_keys(&mut keys, ended.keys);
         self.trips_seen_max.fetch_max(trips.len(), Ordering::Relaxed);
+        if self.held_clear_of_expiry(req.instance) {
+            for key in &keys {
+                self.expiry.named(req.identity, key);
+            }
+        }
         let lost = matches!(&decided, Err(e) if e.is_connection_dropped() || e.is_unrecoverable_error());
         let (outcome, count, error) = match decided {
             Ok(d) => (Outcome::of(d.allowed), d.count, None),
