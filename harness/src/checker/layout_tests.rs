@@ -155,6 +155,17 @@ fn an_unknown_layout_ends_with_a_hint_naming_the_keys_touched_and_a_layout_for_t
     }
 }
 
+/// `ttl-present` is unknown, naming `app:0:w` and `app:1:w` and suggesting their layout.
+fn assert_suggests_app_keys(history: &HistoryBuilder) {
+    let result = history.check_one(TtlPresent);
+    assert_unknown_saying(&result, "keys the limiter touched: `app:0:w`, `app:1:w`");
+    assert!(
+        result.summary.contains("--keys 'app:{identity}:w'"),
+        "{}",
+        result.summary
+    );
+}
+
 /// A key first seen while two identities' requests were in flight tells no identity; a later
 /// sighting, with one identity in flight, does (a loaded machine overlaps the requests).
 #[test]
@@ -168,13 +179,7 @@ fn a_key_first_seen_with_several_identities_in_flight_is_named_by_a_later_sighti
         .request_on(4, 1, (us(40), us(50)), Outcome::Allowed, None, &[], &[])
         .unattributed(45, &["app:1:w"])
         .empty_final_audit(3000);
-    let result = history.check_one(TtlPresent);
-    assert_unknown_saying(&result, "keys the limiter touched: `app:0:w`, `app:1:w`");
-    assert!(
-        result.summary.contains("--keys 'app:{identity}:w'"),
-        "{}",
-        result.summary
-    );
+    assert_suggests_app_keys(&history);
 }
 
 #[test]
@@ -187,13 +192,7 @@ fn keys_the_proxy_could_not_attribute_are_named_with_the_identity_in_flight() {
         .request_on(2, 1, (us(20), us(30)), Outcome::Allowed, None, &[], &[])
         .unattributed(25, &["app:1:w"])
         .empty_final_audit(3000);
-    let result = history.check_one(TtlPresent);
-    assert_unknown_saying(&result, "keys the limiter touched: `app:0:w`, `app:1:w`");
-    assert!(
-        result.summary.contains("--keys 'app:{identity}:w'"),
-        "{}",
-        result.summary
-    );
+    assert_suggests_app_keys(&history);
 }
 
 #[test]
